@@ -1,0 +1,52 @@
+# ragen2: `make repro` runs the whole paper pipeline (CPU profile), `make test` the fast test suite.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# The CPU build of torch that lies on this machine's disk; override on other machines,
+# e.g. `make setup TORCH_SPEC=torch` (a CUDA build) on a GPU box.
+TORCH_SPEC ?= torch==2.13.0
+PROFILE ?=
+
+# Everything runs offline: no Hub downloads, no telemetry, no DVC analytics.
+export HF_HUB_OFFLINE := 1
+export HF_DATASETS_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export HF_HUB_DISABLE_TELEMETRY := 1
+export DVC_NO_ANALYTICS := 1
+export DVC_STUDIO_OFFLINE := 1
+export TRL_EXPERIMENTAL_SILENCE := 1
+export TOKENIZERS_PARALLELISM := false
+export MPLBACKEND := Agg
+
+.PHONY: setup test test-slow repro lint bench clean-venv
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check "$(TORCH_SPEC)"
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@# DeepCoder's sandbox uses Debian's bubblewrap; install it when we can (root + apt).
+	@command -v bwrap >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null) ; } || \
+	  echo "WARNING: bubblewrap (bwrap) is not installed; DeepCoder falls back to an rlimit-only sandbox"
+	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (ragen2)" >/dev/null
+	touch $@
+
+test: setup
+	$(PY) -m pytest -m "not slow and not gpu" -q
+
+test-slow: setup
+	$(PY) -m pytest -m "slow and not gpu" -q
+
+repro: setup
+	PATH="$(abspath $(VENV))/bin:$$PATH" dvc repro
+
+lint: setup
+	$(VENV)/bin/ruff check ragen2 tests
+
+bench: setup
+	$(PY) -m ragen2.bench
+
+clean-venv:
+	rm -rf $(VENV)
