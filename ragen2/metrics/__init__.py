@@ -1,0 +1,15 @@
+"""Collapse diagnostics: MI proxies (spec 5), the cross log-prob scorer, toy policies.
+
+- :func:`mi_proxies` and :class:`CollapseMonitor` (``ragen2.metrics.mi``): the metrics of spec 5.5.
+- :func:`cross_logprobs` / :func:`naive_cross_logprobs` (``ragen2.metrics.scoring``): the
+  ``log p(z_i | x_j)`` matrix from a causal LM (spec 5.4).
+- ``ragen2.metrics.collapse``: sampling (prompt, reasoning) pairs from a rollout batch (spec 5.3)
+  and the per-step ``collapse_*`` metrics.
+- ``ragen2.metrics.toy``: mixture policies with known I(X;Z), H(Z|X), H(Z) for teaching and tests.
+"""
+
+from ragen2.metrics.mi import CollapseMonitor, CollapseWarning, MIRows, mi_proxies
+from ragen2.metrics.scoring import cross_logprobs, naive_cross_logprobs
+
+__all__ = ["mi_proxies", "CollapseMonitor", "CollapseWarning", "MIRows", "cross_logprobs",
+           "naive_cross_logprobs"]

@@ -1,0 +1,102 @@
+"""cross_logprobs (KV-cache reuse) against the one-pass-per-pair reference on a tiny random Llama."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+from ragen2.metrics import cross_logprobs, naive_cross_logprobs
+
+VOCAB = 100
+
+
+@pytest.fixture(scope="module")
+def tiny_model():
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
+    return LlamaForCausalLM(cfg).eval()
+
+
+def _random_ids(rng, lengths):
+    return [rng.integers(0, VOCAB, n).tolist() for n in lengths]
+
+
+@pytest.fixture(scope="module")
+def reference_case(tiny_model):
+    """Prompts of different lengths, reasonings of different lengths, and the naive matrix (once)."""
+    rng = np.random.default_rng(0)
+    prompts = _random_ids(rng, [5, 17, 1, 40])
+    reasonings = _random_ids(rng, [1, 3, 8, 12, 2, 20, 7])
+    slow, slow_lengths = naive_cross_logprobs(tiny_model, None, prompts, reasonings)
+    return prompts, reasonings, slow, slow_lengths
+
+
+@pytest.mark.parametrize("batch_size", [1, 3, 64])
+def test_matches_naive_reference(tiny_model, reference_case, batch_size):
+    prompts, reasonings, slow, slow_lengths = reference_case
+    fast, lengths = cross_logprobs(tiny_model, None, prompts, reasonings, batch_size=batch_size)
+    assert fast.shape == (7, 4) and fast.dtype == np.float64
+    assert lengths.tolist() == [1, 3, 8, 12, 2, 20, 7] and slow_lengths.tolist() == lengths.tolist()
+    assert np.all(fast < 0)
+    np.testing.assert_allclose(fast, slow, atol=1e-4, rtol=0)
+
+
+def test_single_pair_by_hand(tiny_model):
+    x, z = [3, 14, 15, 92], [65, 35, 89]
+    fast, _ = cross_logprobs(tiny_model, None, [x], [z])
+    with torch.no_grad():
+        logp = torch.log_softmax(tiny_model(torch.tensor([x + z])).logits[0].double(), dim=-1)
+    by_hand = sum(float(logp[len(x) - 1 + t, z[t]]) for t in range(len(z)))
+    assert fast[0, 0] == pytest.approx(by_hand, abs=1e-4)
+
+
+def test_each_prompt_is_encoded_once(tiny_model):
+    rng = np.random.default_rng(1)
+    prompts = _random_ids(rng, [30, 31, 32])
+    reasonings = _random_ids(rng, [4] * 10)
+    widths = []
+    hook = tiny_model.register_forward_pre_hook(
+        lambda module, args, kwargs: widths.append(kwargs["input_ids"].shape), with_kwargs=True)
+    try:
+        cross_logprobs(tiny_model, None, prompts, reasonings, batch_size=4)
+    finally:
+        hook.remove()
+    prompt_passes = [s for s in widths if s[1] >= 30]
+    assert [s[1] for s in prompt_passes] == [30, 31, 32] and all(s[0] == 1 for s in prompt_passes)
+    assert sorted(s[0] for s in widths if s[1] < 30) == [2, 2, 2, 4, 4, 4, 4, 4, 4]  # ceil(10/4) per prompt
+
+
+def test_string_inputs_use_the_tokenizer_without_special_tokens(tiny_model):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    words = ["<bos>", "<unk>"] + [f"w{i}" for i in range(VOCAB - 2)]
+    core = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok = PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<bos>", unk_token="<unk>")
+    prompts = ["w1 w2 w3", "w9 w8"]
+    reasonings = ["w5 w6", "w7"]
+    from_text, _ = cross_logprobs(tiny_model, tok, prompts, reasonings)
+    from_ids, _ = cross_logprobs(tiny_model, None, [[3, 4, 5], [11, 10]], [[7, 8], [9]])
+    np.testing.assert_array_equal(from_text, from_ids)
+
+
+def test_model_mode_is_restored(tiny_model):
+    tiny_model.train()
+    cross_logprobs(tiny_model, None, [[1, 2]], [[3]])
+    assert tiny_model.training
+    tiny_model.eval()
+
+
+@pytest.mark.parametrize("prompts,reasonings,kwargs,match", [
+    ([[1, 2]], [[]], {}, "reasonings\\[0\\] is empty"),
+    ([[]], [[1]], {}, "prompts\\[0\\] is empty"),
+    (["text"], [[1]], {}, "no tokenizer"),
+    ([[1]], [[1]], {"batch_size": 0}, "batch_size"),
+    ([[1]], [[1]], {"temperature": 0.0}, "temperature"),
+])
+def test_bad_inputs(tiny_model, prompts, reasonings, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        cross_logprobs(tiny_model, None, prompts, reasonings, **kwargs)
