@@ -53,7 +53,7 @@ class PolicyConfig:
     """Tiny model: MLP width."""
     max_positions: int = 2048
     """Tiny model: maximum sequence length."""
-    tokenizer_vocab_size: int = 512
+    tokenizer_vocab_size: int = 1024
     """Tiny model: target size of the tokenizer trained on the environments' text."""
     dtype: str = "float32"
     """``float32`` | ``bfloat16`` | ``float16``."""

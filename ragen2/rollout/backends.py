@@ -1,0 +1,170 @@
+"""Generation backends: token-id prompts in, new token ids out.
+
+:class:`HFBackend` wraps ``model.generate`` (CPU or GPU). ``VLLMBackend`` (GPU only, in
+:mod:`ragen2.rollout.vllm_backend`, imported lazily) implements the same :class:`GenerationBackend`
+protocol; :func:`make_backend` names the ones available.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Protocol
+
+import torch
+from transformers import GenerationConfig
+
+
+class GenerationBackend(Protocol):
+    def generate(self, prompts_ids: list[list[int]], max_new_tokens: int, temperature: float, seed: int,
+                 *, greedy: bool = False) -> list[list[int]]:
+        """New tokens for each prompt, cut before the first stop token (which is not returned)."""
+        ...
+
+
+def stop_token_ids(tokenizer) -> list[int]:
+    """Ids that end a response: ``<|im_end|>`` and EOS where the vocabulary has them."""
+    vocab = tokenizer.get_vocab()
+    ids = [vocab[t] for t in ("<|im_end|>", "<|endoftext|>") if t in vocab]
+    if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in ids:
+        ids.append(tokenizer.eos_token_id)
+    if not ids:
+        raise ValueError("tokenizer has no stop token (<|im_end|>, <|endoftext|> or EOS)")
+    return ids
+
+
+class HFBackend:
+    """Batched sampling on a Hugging Face causal LM, left padding, KV cache.
+
+    Two decoding paths give the same kind of samples (temperature, no top-k/top-p, stop tokens):
+
+    - ``share_prefill=True`` (default): a small decode loop of its own. Identical prompts (all members
+      of a group on turn 1) are prefilled once and their KV cache is copied; rows that have stopped
+      leave the batch. Random draws come from a ``torch.Generator`` seeded with ``seed``.
+    - ``share_prefill=False``: ``model.generate`` with the torch RNG seeded from ``seed`` inside a
+      forked RNG state (the caller's global RNG is untouched).
+
+    Either way the same seed and prompts give the same tokens on CPU.
+
+    Args:
+        model: A causal LM in eval mode.
+        tokenizer: Its tokenizer (``pad_token_id`` must be set).
+        max_batch_size: Prompts per forward batch (0 = all at once).
+        share_prefill: Use the own decode loop with shared prefill (see above).
+    """
+
+    def __init__(self, model, tokenizer, *, max_batch_size: int = 0, share_prefill: bool = True):
+        if tokenizer.pad_token_id is None:
+            raise ValueError("tokenizer.pad_token_id is None; load the policy with ragen2.policy.load_policy")
+        if max_batch_size < 0:
+            raise ValueError(f"max_batch_size must be >= 0, got {max_batch_size!r}")
+        self.model = model
+        self.pad_id = int(tokenizer.pad_token_id)
+        self.stop_ids = stop_token_ids(tokenizer)
+        self.max_batch_size = max_batch_size
+        self.share_prefill = share_prefill
+        self._cache_kwarg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+    def generate(self, prompts_ids: list[list[int]], max_new_tokens: int, temperature: float, seed: int,
+                 *, greedy: bool = False) -> list[list[int]]:
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens!r}")
+        if not greedy and not temperature > 0:
+            raise ValueError(f"temperature must be > 0 for sampling, got {temperature!r}")
+        if any(len(p) == 0 for p in prompts_ids):
+            raise ValueError("empty prompt in the generation batch")
+        step = self.max_batch_size or len(prompts_ids) or 1
+        decode = self._decode_shared if self.share_prefill else self._decode_hf
+        out: list[list[int]] = []
+        for chunk_index, lo in enumerate(range(0, len(prompts_ids), step)):
+            out.extend(decode(prompts_ids[lo:lo + step], max_new_tokens, temperature,
+                              seed + 7919 * chunk_index, greedy))
+        return out
+
+    def _left_pad(self, prompts_ids: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        width = max(len(p) for p in prompts_ids)
+        input_ids = torch.full((len(prompts_ids), width), self.pad_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(prompts_ids), width), dtype=torch.long)
+        for row, prompt in enumerate(prompts_ids):
+            input_ids[row, width - len(prompt):] = torch.tensor(prompt, dtype=torch.long)
+            attention_mask[row, width - len(prompt):] = 1
+        device = self.model.device
+        return input_ids.to(device), attention_mask.to(device)
+
+    def _cut_at_stop(self, tokens: list[int]) -> list[int]:
+        stops = set(self.stop_ids)
+        cut = next((i for i, t in enumerate(tokens) if t in stops), len(tokens))
+        return tokens[:cut]
+
+    def _decode_hf(self, prompts_ids, max_new_tokens, temperature, seed, greedy):
+        input_ids, attention_mask = self._left_pad(prompts_ids)
+        config = GenerationConfig(
+            do_sample=not greedy, temperature=None if greedy else float(temperature), top_k=0, top_p=1.0,
+            max_new_tokens=max_new_tokens, eos_token_id=self.stop_ids, pad_token_id=self.pad_id,
+            use_cache=True)
+        device = self.model.device
+        devices = [device] if device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices), torch.inference_mode():
+            torch.manual_seed(seed)
+            sequences = self.model.generate(input_ids=input_ids, attention_mask=attention_mask,
+                                            generation_config=config)
+        return [self._cut_at_stop(t) for t in sequences[:, input_ids.shape[1]:].tolist()]
+
+    def _decode_shared(self, prompts_ids, max_new_tokens, temperature, seed, greedy):
+        device = self.model.device
+        unique: dict[tuple[int, ...], int] = {}
+        row_to_unique = [unique.setdefault(tuple(p), len(unique)) for p in prompts_ids]
+        input_ids, attention_mask = self._left_pad([list(p) for p in unique])
+        position_ids = (attention_mask.cumsum(-1) - 1).clamp_min(0)
+        generator = torch.Generator(device=device).manual_seed(seed % (2**63))
+        stop_ids = torch.tensor(self.stop_ids, device=device)
+        outputs: list[list[int]] = [[] for _ in prompts_ids]
+        with torch.inference_mode():
+            out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                             use_cache=True, logits_to_keep=1)
+            cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
+            rows = torch.tensor(row_to_unique, device=device)
+            if len(unique) != len(prompts_ids):
+                cache.batch_select_indices(rows)
+            logits = out.logits[rows, -1, :]
+            attention_mask = attention_mask[rows]
+            next_position = position_ids[rows, -1] + 1
+            live = torch.arange(len(prompts_ids), device=device)  # original row of each batch row
+            for step in range(max_new_tokens):
+                if greedy:
+                    tokens = logits.argmax(dim=-1)
+                else:
+                    probs = torch.softmax(logits.float() / temperature, dim=-1)
+                    tokens = torch.multinomial(probs, 1, generator=generator).squeeze(1)
+                for row, token in zip(live.tolist(), tokens.tolist()):
+                    outputs[row].append(token)
+                going = ~torch.isin(tokens, stop_ids)
+                if step == max_new_tokens - 1 or not bool(going.any()):
+                    break
+                if not bool(going.all()):
+                    keep = going.nonzero().squeeze(1)
+                    cache.batch_select_indices(keep)
+                    tokens, live = tokens[keep], live[keep]
+                    attention_mask, next_position = attention_mask[keep], next_position[keep]
+                attention_mask = torch.cat([attention_mask, attention_mask.new_ones((len(live), 1))], dim=1)
+                out = self.model(input_ids=tokens[:, None], attention_mask=attention_mask,
+                                 position_ids=next_position[:, None], use_cache=True,
+                                 **{self._cache_kwarg: cache})
+                logits = out.logits[:, -1, :]
+                next_position = next_position + 1
+        return [self._cut_at_stop(t) for t in outputs]
+
+
+def make_backend(name: str, model, tokenizer, **kwargs) -> GenerationBackend:
+    """The generation backend called ``name``: ``hf`` (:class:`HFBackend`) or ``vllm`` (GPU only).
+
+    ``vllm`` returns the process's shared :class:`ragen2.rollout.vllm_backend.VLLMBackend` with
+    ``model``'s current weights synced in; it raises ImportError (naming the ``vllm`` extra) without
+    vLLM and RuntimeError without a CUDA device.
+    """
+    if name == "hf":
+        return HFBackend(model, tokenizer, **kwargs)
+    if name == "vllm":
+        from ragen2.rollout.vllm_backend import make_vllm_backend  # lazy: vLLM is an optional GPU extra
+
+        return make_vllm_backend(model, tokenizer, **kwargs)
+    raise ValueError(f"unknown rollout backend {name!r}; known: 'hf', 'vllm'")
