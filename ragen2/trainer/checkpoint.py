@@ -1,0 +1,89 @@
+"""Atomic files and exact-resume checkpoints of a run directory.
+
+Layout under ``run_dir/checkpoints``: ``step_<NNNNNN>.pt`` (one :func:`torch.save` file holding the
+whole training state) and ``latest.json`` (``{"step": N, "file": "step_<NNNNNN>.pt"}``). Both are
+written to a temporary name, flushed to disk and renamed, so a run killed at any moment leaves either
+the old or the new checkpoint, never a torn one. Older checkpoint files are removed after
+``latest.json`` points at the new one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file, fsync and rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    """Write ``obj`` as indented JSON, atomically."""
+    atomic_write_bytes(Path(path), (json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n").encode())
+
+
+def rng_state(shuffle_rng: np.random.Generator) -> dict[str, Any]:
+    """The global Python / NumPy / torch RNG states plus the trainer's own NumPy generator."""
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
+             "shuffle": shuffle_rng.bit_generator.state}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any], shuffle_rng: np.random.Generator) -> None:
+    """Restore what :func:`rng_state` captured."""
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    shuffle_rng.bit_generator.state = state["shuffle"]
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_checkpoint(run_dir: Path, step: int, state: dict[str, Any]) -> Path:
+    """Write ``state`` as the checkpoint of ``step`` and point ``latest.json`` at it."""
+    ckpt_dir = Path(run_dir) / "checkpoints"
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    name = f"step_{step:06d}.pt"
+    tmp = ckpt_dir / f".{name}.tmp"
+    with open(tmp, "wb") as fh:
+        torch.save(state, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, ckpt_dir / name)
+    atomic_write_json(ckpt_dir / "latest.json", {"step": step, "file": name})
+    for old in ckpt_dir.glob("step_*.pt"):
+        if old.name != name:
+            old.unlink(missing_ok=True)
+    return ckpt_dir / name
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    """The file ``latest.json`` points at, or ``None`` if the run has no checkpoint."""
+    pointer = Path(run_dir) / "checkpoints" / "latest.json"
+    if not pointer.exists():
+        return None
+    path = pointer.parent / json.loads(pointer.read_text())["file"]
+    if not path.exists():
+        raise FileNotFoundError(f"{pointer} points at {path.name}, which does not exist")
+    return path
+
+
+def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """Read a checkpoint written by :func:`save_checkpoint` (it holds Python objects: trusted files only)."""
+    return torch.load(path, map_location=map_location, weights_only=False)

@@ -1,0 +1,87 @@
+"""The PPO critic: a separate value model (the actor's backbone checkpoint + a scalar head).
+
+The critic is initialised from the same checkpoint as the actor (spec 6.1) but trained separately:
+it keeps the transformer body of a causal LM (its LM head is dropped) and adds a linear head that
+maps each hidden state to a value. The head starts at zero, so initial values are 0 and the first
+update moves only the head.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from ragen2.trainer.batch import UpdateBatch, chunks
+from ragen2.trainer.losses import agg_denominator, value_loss
+
+
+class ValueModel(nn.Module):
+    """Token values ``V[b, t]`` of the state after tokens ``0..t`` (aligned with shifted tensors)."""
+
+    def __init__(self, causal_lm: nn.Module):
+        super().__init__()
+        self.backbone = causal_lm.base_model
+        hidden = causal_lm.config.hidden_size
+        self.head = nn.Linear(hidden, 1)
+        nn.init.zeros_(self.head.weight)
+        nn.init.zeros_(self.head.bias)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        return self.head(hidden[:, :-1].to(self.head.weight.dtype)).squeeze(-1)
+
+
+@torch.no_grad()
+def compute_values(critic: ValueModel, batch: UpdateBatch, micro_batch_size: int) -> torch.Tensor:
+    """``[B, L-1]`` values of every row (no gradient), computed ``micro_batch_size`` rows at a time."""
+    out = torch.zeros_like(batch.loss_mask)
+    for rows in chunks(len(batch), micro_batch_size):
+        mb = batch.select(rows)
+        out[rows.start:rows.stop, : mb.loss_mask.shape[1]] = critic(mb.input_ids, mb.attention_mask).float()
+    return out
+
+
+def update_critic(critic: ValueModel, optimizer: torch.optim.Optimizer, batch: UpdateBatch, *,
+                  mini_batch_size: int, micro_batch_size: int, epochs: int, grad_clip: float,
+                  rng: np.random.Generator, value_clip: float = 0.5) -> dict[str, float]:
+    """Clipped value regression onto ``batch.returns`` over the task mask (kept rows only).
+
+    Rows are shuffled with ``rng`` and split into mini-batches (one optimiser step each), each
+    accumulated over micro-batches; the loss is a token mean over the whole mini-batch.
+
+    Returns:
+        ``critic/vf_loss``, ``critic/vf_clipfrac``, ``critic/grad_norm``, ``critic/values_mean`` (means
+        over mini-batches).
+    """
+    if batch.returns is None or batch.values is None:
+        raise ValueError("update_critic needs batch.returns and batch.values (old values)")
+    params = [p for p in critic.parameters() if p.requires_grad]
+    logs: dict[str, list[float]] = {"critic/vf_loss": [], "critic/vf_clipfrac": [], "critic/grad_norm": []}
+    for _ in range(epochs):
+        order = rng.permutation(len(batch))
+        for mini_rows in chunks(len(batch), mini_batch_size):
+            mini = batch.select(order[mini_rows.start:mini_rows.stop])
+            denom = agg_denominator(mini.task_mask, "token-mean")
+            if denom == 0:
+                continue
+            optimizer.zero_grad(set_to_none=True)
+            loss_total, clip_total = 0.0, 0.0
+            for rows in chunks(len(mini), micro_batch_size):
+                mb = mini.select(rows)
+                values = critic(mb.input_ids, mb.attention_mask)
+                loss, stats = value_loss(values, mb.values, mb.returns, mb.task_mask, "token-mean",
+                                         value_clip, denom=denom)
+                loss.backward()
+                loss_total += float(loss.detach())
+                clip_total += stats["vf_clipfrac"] * float(mb.task_mask.sum()) / denom
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, grad_clip))
+            if np.isfinite(grad_norm):
+                optimizer.step()
+            logs["critic/vf_loss"].append(loss_total)
+            logs["critic/vf_clipfrac"].append(clip_total)
+            logs["critic/grad_norm"].append(grad_norm)
+    out = {k: float(np.mean(v)) if v else 0.0 for k, v in logs.items()}
+    mask = batch.task_mask
+    out["critic/values_mean"] = float((batch.values * mask).sum() / mask.sum().clamp_min(1.0))
+    return out

@@ -1,0 +1,231 @@
+"""Building blocks of a training step that the loop, the gradient analysis and tests share.
+
+- seeding: :func:`seed_everything`, :func:`stream_seed` (independent, step-indexed random streams, so
+  a resumed run draws exactly what an uninterrupted one would);
+- models: :func:`initial_policy_path` (policy + cached warm start), :func:`build_models`;
+- data: :func:`rollout_metrics`, :func:`prepare_update_batch` (tensors, old/ref log-probs, values,
+  advantages) and :func:`loss_settings`.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import random
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ragen2.config import RunConfig, to_dict
+from ragen2.rollout.types import RolloutBatch
+from ragen2.trainer.actor import LossSettings, compute_logprobs
+from ragen2.trainer.advantages import compute_gae, grpo_advantages, whiten
+from ragen2.trainer.algos import AlgoPreset, get_preset, resolve_agg_mode
+from ragen2.trainer.batch import UpdateBatch, build_batch
+from ragen2.trainer.critic import ValueModel, compute_values
+
+
+# ---------------------------------------------------------------------------------------------
+# Seeding
+# ---------------------------------------------------------------------------------------------
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and torch (CPU and CUDA) global generators."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def stream_seed(seed: int, purpose: str, step: int = 0) -> int:
+    """A 63-bit seed for one random stream (``purpose``) at one step, derived from the run seed."""
+    seq = np.random.SeedSequence([int(seed) % 2**32, zlib.crc32(purpose.encode()), int(step)])
+    return int(seq.generate_state(1, dtype=np.uint64)[0] >> np.uint64(1))
+
+
+def train_seeds(cfg: RunConfig, step: int) -> list[int]:
+    """Env seeds of training step ``step`` (1-based): ``train_seed + env_groups*(step-1) + g`` (spec 1.0)."""
+    r = cfg.rollout
+    return [r.train_seed + r.env_groups * (step - 1) + g for g in range(r.env_groups)]
+
+
+def val_seeds(cfg: RunConfig) -> list[int]:
+    """The fixed validation env seeds ``val_seed .. val_seed + val_groups - 1``."""
+    return [cfg.rollout.val_seed + g for g in range(cfg.rollout.val_groups)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Models
+# ---------------------------------------------------------------------------------------------
+WARM_START_IGNORED_ROLLOUT = ("env_groups", "group_size", "temperature", "val_temperature", "val_groups",
+                              "train_seed")
+"""Rollout fields the warm start does not read (changing them must not rebuild it)."""
+
+
+def _warm_start_key(cfg: RunConfig) -> str:
+    rollout = {k: v for k, v in to_dict(cfg.rollout).items() if k not in WARM_START_IGNORED_ROLLOUT}
+    policy = {k: v for k, v in to_dict(cfg.policy).items() if k != "device"}
+    blob = json.dumps({"env": to_dict(cfg.env), "policy": policy, "warm_start": to_dict(cfg.warm_start),
+                       "rollout": rollout}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def initial_policy_path(cfg: RunConfig, cache_dir: Path) -> Path:
+    """The checkpoint RL starts from: the resolved policy, warm-started if ``warm_start.steps > 0``.
+
+    The warm start is cached in ``cache_dir/warm_start/<hash>`` (outside the run dir), keyed by the
+    env, policy, warm-start and rollout settings it depends on, and built once, under a file lock,
+    however many runs share it. The tiny base policy is cached in ``cache_dir/policies``.
+    """
+    from ragen2.policy import resolve_policy
+
+    cache_dir = Path(cache_dir)
+    base = resolve_policy(cfg.policy, [cfg.env.name], cache_dir / "policies")
+    if cfg.warm_start.steps == 0:
+        return base
+    from ragen2.warmstart import warm_start
+
+    out_dir = cache_dir / "warm_start" / _warm_start_key(cfg)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    with open(out_dir.parent / f"{out_dir.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (out_dir / "warm_start.json").exists():  # written last, by an atomic rename of the whole dir
+            return out_dir
+        return Path(warm_start(cfg, out_dir, base_policy=base))
+
+
+@dataclass
+class Models:
+    actor: torch.nn.Module
+    tokenizer: Any
+    reference: torch.nn.Module | None
+    critic: ValueModel | None
+    init_path: Path
+
+
+def build_models(cfg: RunConfig, init_path: Path) -> Models:
+    """Actor, tokenizer, frozen reference (only if ``kl_coef > 0``) and critic (only for GAE)."""
+    from ragen2.policy import load_policy
+
+    kw = {"dtype": cfg.policy.dtype, "device": cfg.policy.device}
+    actor, tokenizer = load_policy(init_path, **kw)
+    reference = None
+    if cfg.trainer.kl_coef != 0:
+        reference, _ = load_policy(init_path, **kw)
+        reference.requires_grad_(False)
+        reference.eval()
+    critic = None
+    if get_preset(cfg.trainer.algo).uses_critic:
+        backbone, _ = load_policy(init_path, **kw)
+        critic = ValueModel(backbone).to(next(backbone.parameters()).device)
+        critic.eval()  # dropout off, as for the actor; gradients still flow
+    return Models(actor, tokenizer, reference, critic, Path(init_path))
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-step data
+# ---------------------------------------------------------------------------------------------
+def rollout_metrics(batch: RolloutBatch, prefix: str = "rollout") -> dict[str, float]:
+    """Score, success and length statistics of a rollout batch (``<prefix>/...``)."""
+    scores = batch.scores
+    successes = batch.successes
+    lengths = np.array([t.response_length for t in batch.trajectories], dtype=np.float64)
+    actions = np.array([t.num_actions for t in batch.trajectories], dtype=np.float64)
+    out = {
+        f"{prefix}/score_mean": float(scores.mean()),
+        f"{prefix}/score_std": float(scores.std()),
+        f"{prefix}/score_max": float(scores.max()),
+        f"{prefix}/score_min": float(scores.min()),
+        f"{prefix}/success": float(successes.mean()),
+        f"{prefix}/response_length_mean": float(lengths.mean()),
+        f"{prefix}/response_length_max": float(lengths.max()),
+        f"{prefix}/num_actions_mean": float(actions.mean()),
+    }
+    if batch.group_size > 1:
+        out[f"{prefix}/pass_at_group"] = float((successes.max(axis=1) > 0.5).mean())
+    return out
+
+
+def norm_constant(cfg: RunConfig) -> float:
+    """``C`` of ``seq-mean-token-sum-norm``: ``max_new_tokens * max_turns`` (env default if 0)."""
+    from ragen2.envs import env_class
+
+    turns = cfg.rollout.max_turns or env_class(cfg.env.name).agent_defaults.max_turns
+    return float(cfg.rollout.max_new_tokens * turns)
+
+
+def loss_settings(cfg: RunConfig, task_scale: float = 1.0) -> LossSettings:
+    """The actor's :class:`LossSettings` for this run."""
+    t = cfg.trainer
+    return LossSettings(agg_mode=resolve_agg_mode(t.algo, t.loss_agg_mode), clip_low=t.clip_low,
+                        clip_high=t.clip_high, dual_clip=t.dual_clip, entropy_coef=t.entropy_coef,
+                        entropy_scope=t.entropy_scope, kl_coef=t.kl_coef, kl_type=t.kl_type,
+                        norm_const=norm_constant(cfg), temperature=cfg.rollout.temperature,
+                        task_scale=task_scale)
+
+
+def prepare_update_batch(models: Models, rollout: RolloutBatch, kept_groups: list[int], cfg: RunConfig,
+                         preset: AlgoPreset) -> tuple[UpdateBatch, dict[str, float]]:
+    """Tensorise the rows to train on and attach old/ref log-probs, values, advantages and returns.
+
+    Rows: the kept groups' rows, or every row when ``filter.regularize_kept_only`` is False and some
+    group was dropped (dropped rows get ``task_weight = 0``: KL/entropy only).
+
+    Returns:
+        ``(batch, metrics)`` with ``actor/entropy_old`` (token-mean entropy of the current actor on the
+        trained tokens), ``adv/mean|std|abs_max`` over the task tokens, ``train/...`` sizes.
+    """
+    t = cfg.trainer
+    k = rollout.group_size
+    kept = set(int(g) for g in kept_groups)
+    groups = range(rollout.env_groups) if not cfg.filter.regularize_kept_only else sorted(kept)
+    rows = [g * k + i for g in groups for i in range(k)]
+    weights = [1.0 if r // k in kept else 0.0 for r in rows]
+    pad_id = models.tokenizer.pad_token_id
+    device = next(models.actor.parameters()).device
+    batch = build_batch([rollout.trajectories[r] for r in rows], pad_id, weights, device)
+
+    micro = t.micro_batch_size
+    batch.old_logp, entropy = compute_logprobs(models.actor, batch, micro, cfg.rollout.temperature)
+    if models.reference is not None:
+        batch.ref_logp, _ = compute_logprobs(models.reference, batch, micro, cfg.rollout.temperature)
+    if preset.estimator == "gae":
+        batch.values = compute_values(models.critic, batch, micro)
+        adv, ret = compute_gae(batch.rewards, batch.values, batch.loss_mask, t.gamma, t.lam)
+        if float(batch.task_mask.sum()) >= 2:
+            adv = whiten(adv, batch.task_mask)
+        batch.advantages, batch.returns = adv * batch.loss_mask, ret
+    else:
+        per_row = grpo_advantages(batch.scores, batch.group_ids, norm_by_std=preset.norm_by_std)
+        batch.advantages = per_row[:, None] * batch.loss_mask
+
+    mask = batch.task_mask
+    n = mask.sum().clamp_min(1.0)
+    adv_mean = (batch.advantages * mask).sum() / n
+    metrics = {
+        "actor/entropy_old": float((entropy * batch.loss_mask).sum() / batch.loss_mask.sum().clamp_min(1.0)),
+        "adv/mean": float(adv_mean),
+        "adv/std": float(torch.sqrt((((batch.advantages - adv_mean) ** 2) * mask).sum() / n)),
+        "adv/abs_max": float((batch.advantages.abs() * mask).max()),
+        "train/batch_rows": float(len(batch)),
+        "train/task_rows": float(sum(weights)),
+        "train/task_tokens": float(mask.sum()),
+    }
+    return batch, metrics
+
+
+def mini_batch_rows(cfg: RunConfig, update_rows: int, total_rows: int) -> int:
+    """Rows per optimiser step after filtering.
+
+    With ``filter.loss_scaling = none`` it is ``trainer.mini_batch_size``. Otherwise (the paper's
+    text) the mini-batch shrinks with the share of rows kept, ``round(mini_batch_size * update_rows /
+    total_rows)`` (at least 1), so a filtered step takes as many optimiser steps as an unfiltered one
+    and, with the loss scaled by the keep rate, each kept sample weighs what it would unfiltered.
+    """
+    size = cfg.trainer.mini_batch_size
+    if cfg.filter.loss_scaling == "none" or update_rows >= total_rows:
+        return size
+    return max(1, int(round(size * update_rows / total_rows)))

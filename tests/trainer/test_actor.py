@@ -1,0 +1,82 @@
+"""The actor update on a tiny random model and synthetic batches."""
+
+import numpy as np
+import pytest
+import torch
+
+from ragen2.trainer.actor import actor_terms, compute_logprobs, term_denominators, update_actor
+from tests.trainer._tiny import grpo_batch, settings, tiny_lm
+
+SCORES = [[1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0], [2.0, 1.0, 0.0, 1.0]]
+
+
+def _update(micro: int, **kw):
+    torch.set_num_threads(1)
+    model = tiny_lm()
+    batch = grpo_batch(model, SCORES)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    logs = update_actor(model, opt, batch, settings(**kw), mini_batch_size=6, micro_batch_size=micro, epochs=1,
+                        grad_clip=1.0, rng=np.random.default_rng(0))
+    return model, logs
+
+
+def test_update_moves_parameters_and_logs_finite_values():
+    before = [p.detach().clone() for p in tiny_lm().parameters()]
+    model, logs = _update(micro=2)
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    assert logs["actor/optimizer_steps"] == 2.0  # 12 rows / 6
+    assert all(np.isfinite(v) for v in logs.values())
+    assert logs["actor/entropy"] > 0 and logs["actor/kl"] >= 0
+
+
+@pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"])
+def test_result_does_not_depend_on_micro_batch_size(mode):
+    a, _ = _update(micro=1, agg_mode=mode)
+    b, _ = _update(micro=6, agg_mode=mode)
+    for pa, pb in zip(a.parameters(), b.parameters()):
+        torch.testing.assert_close(pa, pb, rtol=1e-4, atol=1e-6)
+
+
+def test_reasoning_scope_uses_only_reasoning_tokens():
+    model = tiny_lm()
+    batch = grpo_batch(model, SCORES)
+    s_all, s_reason = settings(entropy_scope="all"), settings(entropy_scope="reasoning")
+    _, st_all = actor_terms(model, batch, s_all, term_denominators(batch, s_all))
+    _, st_reason = actor_terms(model, batch, s_reason, term_denominators(batch, s_reason))
+    _, ent = compute_logprobs(model, batch, 4)
+    m = batch.reasoning_mask
+    assert st_reason["entropy"] == pytest.approx(float((ent * m).sum() / m.sum()), rel=1e-5)
+    assert st_reason["entropy"] != pytest.approx(st_all["entropy"], rel=1e-6)
+
+
+def test_task_scale_scales_only_the_task_term():
+    model = tiny_lm()
+    batch = grpo_batch(model, SCORES)
+    batch.old_logp = batch.old_logp - 0.1  # ratio != 1 so the task loss is non-trivial
+    s1, s2 = settings(), settings(task_scale=0.25)
+    t1, _ = actor_terms(model, batch, s1, term_denominators(batch, s1))
+    t2, _ = actor_terms(model, batch, s2, term_denominators(batch, s2))
+    assert t2["task"].item() == pytest.approx(0.25 * t1["task"].item(), rel=1e-5)
+    assert t2["kl"].item() == pytest.approx(t1["kl"].item())
+    assert t2["entropy"].item() == pytest.approx(t1["entropy"].item())
+
+
+def test_rows_with_zero_task_weight_carry_only_regularisers():
+    model = tiny_lm()
+    batch = grpo_batch(model, SCORES)
+    batch.old_logp = batch.old_logp - 0.1
+    batch.task_weight = torch.tensor([1.0] * 4 + [0.0] * 8)
+    s = settings()
+    terms, _ = actor_terms(model, batch, s, term_denominators(batch, s))
+    kept = batch.select(range(4))
+    kept_terms, _ = actor_terms(model, kept, s, term_denominators(kept, s))
+    assert terms["task"].item() == pytest.approx(kept_terms["task"].item(), rel=1e-5)
+    assert terms["kl"].item() != pytest.approx(kept_terms["kl"].item(), rel=1e-3)
+
+
+def test_kl_without_reference_is_an_error():
+    model = tiny_lm()
+    batch = grpo_batch(model, SCORES)
+    batch.ref_logp = None
+    with pytest.raises(ValueError, match="ref_logp"):
+        actor_terms(model, batch, settings(), term_denominators(batch, settings()))

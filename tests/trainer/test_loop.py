@@ -1,0 +1,184 @@
+"""End-to-end runs of ``train`` with the tiny policy on FrozenLake (a few steps, tiny batches)."""
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from ragen2.config import RunConfig, apply_overrides, to_dict
+from ragen2.trainer.checkpoint import latest_checkpoint, load_checkpoint
+from ragen2.trainer.loop import train
+from ragen2.trainer.runlog import read_metrics
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = [
+    "env.name=frozenlake", "warm_start.steps=0", "rollout.env_groups=2", "rollout.group_size=3",
+    "rollout.max_turns=1", "rollout.max_new_tokens=12", "rollout.val_groups=2", "trainer.mini_batch_size=3",
+    "trainer.micro_batch_size=2", "trainer.actor_lr=1e-3", "trainer.critic_lr=1e-3", "trainer.test_freq=2",
+    "trainer.save_freq=1", "trainer.entropy_coef=0.01", "collapse.num_samples=4",
+]
+DOCUMENTED = ["rollout/score_mean", "rollout/success", "filter/kept_ratio", "filter/reward_std_mean",
+              "actor/pg_loss", "actor/entropy", "actor/grad_norm", "adv/mean", "train/mini_batch_rows",
+              "timing_s/rollout", "timing_s/update", "timing_s/diagnostics"]
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("cache")
+
+
+def _cfg(*extra):
+    return apply_overrides(RunConfig(), TINY + list(extra))
+
+
+def _comparable(rows):
+    return [{k: v for k, v in r.items() if not k.startswith("timing_s/")} for r in rows]
+
+
+@pytest.mark.slow
+def test_ppo_run_writes_records_and_moves_parameters(tmp_path, cache_dir):
+    cfg = _cfg("trainer.algo=ppo", "trainer.steps=2", "trainer.kl_coef=0.1", "grad_analysis.enabled=true",
+               "grad_analysis.every=2", "grad_analysis.num_buckets=1")
+    summary = train(cfg, tmp_path / "run", cache_dir=cache_dir, progress=False)
+    run = tmp_path / "run"
+    for name in ("config.json", "env.json", "summary.json", "metrics.jsonl", "grad_analysis.csv",
+                 "dvclive/metrics.json"):
+        assert (run / name).exists(), name
+    assert not (run / "dvc.yaml").exists() and not (run / "dvclive" / "dvc.yaml").exists()
+    assert json.loads((run / "config.json").read_text()) == to_dict(cfg)
+    assert summary["steps_completed"] == 2 and summary["early_stop_reason"] is None
+    assert summary["final_val_success"] is not None
+    rows = read_metrics(run)
+    assert [r["step"] for r in rows] == [0, 1, 2]
+    assert "val/success" in rows[0] and "val/success" in rows[2] and "val/success" not in rows[1]
+    for row in rows[1:]:
+        for name in DOCUMENTED + ["critic/vf_loss", "actor/kl_loss"]:
+            assert name in row, name
+            assert math.isfinite(row[name]), (name, row[name])
+    assert "grad_norm/all/task" in rows[1] and "grad_norm/all/task" not in rows[2]  # steps 1, 3, ...
+    # the actor moved away from the initial policy; the critic and optimisers were saved
+    state = load_checkpoint(latest_checkpoint(run))
+    from ragen2.policy import load_policy
+    from ragen2.trainer.pipeline import initial_policy_path
+
+    init, _ = load_policy(initial_policy_path(cfg, cache_dir), device="cpu")
+    moved = [not torch.equal(v, state["actor"][k]) for k, v in init.state_dict().items()]
+    assert any(moved)
+    assert state["critic"] is not None and state["step"] == 2
+    # the decomposition also runs on the saved checkpoint (fresh rollout, no optimiser step)
+    from ragen2.trainer.grad_analysis import analyze_checkpoint
+
+    table = analyze_checkpoint(run, num_buckets=2, cache_dir=cache_dir)
+    assert table["bucket"].tolist() == ["1", "2", "all"] and (table["step"] == 2).all()
+    assert load_checkpoint(latest_checkpoint(run))["actor"].keys() == state["actor"].keys()
+
+
+def test_grpo_run_is_finite_moves_parameters_and_repeats_exactly(tmp_path, cache_dir):
+    cfg = _cfg("trainer.algo=grpo", "trainer.steps=2", "trainer.entropy_scope=reasoning")
+    summary = train(cfg, tmp_path / "a", cache_dir=cache_dir, progress=False)
+    assert summary["steps_completed"] == 2 and (tmp_path / "a" / "summary.json").exists()
+    a = read_metrics(tmp_path / "a")
+    for row in a[1:]:
+        for name in DOCUMENTED:
+            assert math.isfinite(row[name]), (name, row.get(name))
+    from ragen2.policy import load_policy
+    from ragen2.trainer.pipeline import initial_policy_path
+
+    init, _ = load_policy(initial_policy_path(cfg, cache_dir), device="cpu")
+    state = load_checkpoint(latest_checkpoint(tmp_path / "a"))
+    assert any(not torch.equal(v, state["actor"][k]) for k, v in init.state_dict().items())
+
+    train(cfg, tmp_path / "b", cache_dir=cache_dir, progress=False)
+    b = read_metrics(tmp_path / "b")
+    assert _comparable(a) == _comparable(b)
+    other = train(apply_overrides(cfg, ["seed=1"]), tmp_path / "c", cache_dir=cache_dir, progress=False)
+    assert other["steps_completed"] == 2
+    assert _comparable(read_metrics(tmp_path / "c")) != _comparable(a)
+
+
+def test_bad_setting_is_named(tmp_path, cache_dir):
+    with pytest.raises(ValueError, match="entropy_scope"):
+        train(_cfg("trainer.entropy_scope=thinking"), tmp_path / "x", cache_dir=cache_dir)
+
+
+@pytest.mark.slow
+def test_sigkill_and_resume_matches_uninterrupted_run(tmp_path, cache_dir):
+    overrides = ["trainer.algo=ppo", "trainer.steps=4", "trainer.kl_coef=0.05"]
+    cfg = _cfg(*overrides)
+    train(cfg, tmp_path / "ref", cache_dir=cache_dir, progress=False)
+    expected = read_metrics(tmp_path / "ref")
+
+    run = tmp_path / "killed"
+    script = ("import sys, torch; torch.set_num_threads(1)\n"
+              "from pathlib import Path\n"
+              "from ragen2.config import RunConfig, apply_overrides\n"
+              "from ragen2.trainer.loop import train\n"
+              f"cfg = apply_overrides(RunConfig(), {TINY + overrides!r})\n"
+              f"train(cfg, Path({str(run)!r}), cache_dir=Path({str(cache_dir)!r}), progress=False)\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, env=env)
+    deadline = time.time() + 300
+    while time.time() < deadline:  # kill once step 2 has been logged (its checkpoint may or may not exist)
+        rows = read_metrics(run) if (run / "metrics.jsonl").exists() else []
+        if rows and rows[-1]["step"] >= 2:
+            break
+        if proc.poll() is not None:
+            pytest.fail("the run finished before it could be killed")
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (run / "summary.json").exists()
+    summary = train(cfg, run, cache_dir=cache_dir, progress=False)
+    assert summary["steps_completed"] == 4
+    assert _comparable(read_metrics(run)) == _comparable(expected)
+    steps_in_tsv = (run / "dvclive" / "plots" / "metrics" / "rollout" / "score_mean.tsv").read_text().split("\n")
+    assert len([line for line in steps_in_tsv[1:] if line.strip()]) == 4  # no duplicated rows
+
+
+def test_collapse_metrics_are_logged_every_compute_freq_steps(tmp_path, cache_dir, monkeypatch):
+    """The MI diagnostics appear at step 1 and every ``compute_freq`` steps, and only then.
+
+    A random tiny policy never closes ``</think>``, so its turns have no reasoning and both families
+    would be skipped. The rollouts here are the real ones, with each turn's reasoning ids filled in
+    from the trajectory's own response tokens (so Z depends on the rollout) before the diagnostics
+    see them; the update is unchanged.
+    """
+    import ragen2.rollout.collect as collect
+
+    real = collect.collect_rollouts
+
+    def with_reasoning(*args, **kwargs):
+        batch = real(*args, **kwargs)
+        for traj in batch.trajectories:
+            response = [t for t, m in zip(traj.input_ids, traj.loss_mask) if m][:6] or [5, 6]
+            traj.first_reasoning_ids = list(response)
+            for turn in traj.turns:
+                turn.reasoning_ids = list(response)
+        return batch
+
+    monkeypatch.setattr(collect, "collect_rollouts", with_reasoning)
+    cfg = _cfg("trainer.algo=grpo", "trainer.steps=5", "collapse.compute_freq=2", "trainer.save_freq=0")
+    train(cfg, tmp_path / "run", cache_dir=cache_dir, progress=False)
+    rows = {r["step"]: r for r in read_metrics(tmp_path / "run")}
+    logged = {step for step, r in rows.items() if "collapse_first_turn/mi_estimate" in r}
+    assert logged == {1, 2, 4}
+    for step in logged:
+        for family in ("collapse_first_turn", "collapse_trajectory"):
+            for key in ("mi_estimate", "mi_zscore", "retrieval_accuracy", "conditional_entropy_est"):
+                assert math.isfinite(rows[step][f"{family}/{key}"]), (step, family, key)
+    assert all("actor/entropy" in rows[s] for s in range(1, 6))
