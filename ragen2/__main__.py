@@ -1,0 +1,204 @@
+"""Command line: ``python -m ragen2 <command> ...`` (also the ``ragen2`` console script).
+
+Commands:
+
+- ``train RUN_ID [--params params.yaml] [--set key=value ...] [--run-dir DIR] [--cache-dir DIR]
+  [--no-resume] [--threads N]``: train one run of ``params.yaml`` into ``data/runs/<RUN_ID>``.
+- ``grad-analysis RUN_DIR [--buckets B] [--out FILE]``: the RV-bucketed gradient decomposition on a
+  saved run's latest checkpoint.
+- ``audit --policy PATH_OR_ID|tiny --env NAME [--env-kwargs JSON] [--prompts 32] [--samples 16] [--seed 0]
+  [--out report.json]``: the pre-flight filter audit (``ragen2.audit``), printed as markdown.
+- ``profile {cpu,smoke,paper} [--write params.yaml] [--estimate]``: print (or write) the params of an
+  experiment profile (``ragen2.profiles``); ``--estimate`` prints its time estimate.
+- ``warmstart RUN_ID [--params params.yaml] [--cache-dir DIR] [--expect PATH]``: build (or find) the
+  warm start a run starts from; ``--expect`` checks it lands at that path (the DVC out).
+- ``claims [--dir paper_figures]``: merge ``claims_<section>.csv`` into ``claims.csv``.
+
+More subcommands (audit, data) register the same way: a ``_add_<name>(subparsers)`` function that
+sets ``func`` on its parser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+               "HF_HUB_DISABLE_TELEMETRY": "1", "DVC_NO_ANALYTICS": "1", "DVC_STUDIO_OFFLINE": "1",
+               "TOKENIZERS_PARALLELISM": "false"}
+
+
+def _set_threads(threads: int | None) -> None:
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from ragen2.config import load_config
+    from ragen2.trainer.loop import train
+
+    _set_threads(args.threads)
+    cfg = load_config(args.run_id, params_path=args.params, overrides=args.set)
+    run_dir = Path(args.run_dir) if args.run_dir else Path("data/runs") / args.run_id
+    summary = train(cfg, run_dir, resume=not args.no_resume, cache_dir=Path(args.cache_dir))
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def _add_train(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train", help="train one run declared in params.yaml")
+    p.add_argument("run_id", help="a key of params.yaml's `runs` mapping")
+    p.add_argument("--params", default="params.yaml", help="the params file (default: params.yaml)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config value, e.g. --set trainer.steps=5 (repeatable)")
+    p.add_argument("--run-dir", default=None, help="output directory (default: data/runs/<RUN_ID>)")
+    p.add_argument("--cache-dir", default="data/cache", help="policy / warm-start cache (default: data/cache)")
+    p.add_argument("--no-resume", action="store_true", help="start over even if a checkpoint exists")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.set_defaults(func=_cmd_train)
+
+
+def _cmd_grad_analysis(args: argparse.Namespace) -> int:
+    from ragen2.trainer.grad_analysis import analyze_checkpoint
+
+    _set_threads(args.threads)
+    table = analyze_checkpoint(Path(args.run_dir), num_buckets=args.buckets, cache_dir=Path(args.cache_dir))
+    if args.out:
+        table.to_csv(args.out, index=False)
+    print(table.to_string(index=False))
+    return 0
+
+
+def _add_grad_analysis(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("grad-analysis", help="RV-bucketed gradient norms on a run's latest checkpoint")
+    p.add_argument("run_dir", help="a run directory with checkpoints/")
+    p.add_argument("--buckets", type=int, default=None, help="RV quantile buckets (default: the run's)")
+    p.add_argument("--out", default=None, help="also write the table to this CSV file")
+    p.add_argument("--cache-dir", default="data/cache", help="policy / warm-start cache (default: data/cache)")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.set_defaults(func=_cmd_grad_analysis)
+
+
+def _cmd_audit(args: argparse.Namespace) -> int:
+    from ragen2.audit import run_audit_command
+
+    _set_threads(args.threads)
+    try:
+        env_kwargs = json.loads(args.env_kwargs)
+    except json.JSONDecodeError as e:
+        raise SystemExit(f"--env-kwargs {args.env_kwargs!r} is not valid JSON: {e}") from e
+    report = run_audit_command(args.policy, args.env, env_kwargs=env_kwargs, num_prompts=args.prompts,
+                               samples_per_prompt=args.samples, seed=args.seed, out=args.out,
+                               cache_dir=args.cache_dir, device=args.device, max_new_tokens=args.max_new_tokens)
+    print(report.to_markdown())
+    return 0
+
+
+def _add_audit(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("audit", help="pre-flight filter audit: zero-variance share, RV spread, keep ratios")
+    p.add_argument("--policy", required=True, help="`tiny`, a local model directory or a model id")
+    p.add_argument("--env", required=True, help="environment registry name, e.g. frozenlake")
+    p.add_argument("--env-kwargs", default="{}", help='environment kwargs as JSON, e.g. \'{"success_rate": 1.0}\'')
+    p.add_argument("--prompts", type=int, default=32, help="prompt groups (env seeds) (default: 32)")
+    p.add_argument("--samples", type=int, default=16, help="rollouts per prompt (default: 16)")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed (default: 0)")
+    p.add_argument("--out", default=None, help="also write the report as JSON to this file")
+    p.add_argument("--max-new-tokens", type=int, default=None, help="tokens per turn (default: the config's)")
+    p.add_argument("--device", default="auto", help="auto | cpu | cuda (default: auto)")
+    p.add_argument("--cache-dir", default="data/cache", help="tiny-policy cache (default: data/cache)")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.set_defaults(func=_cmd_audit)
+
+
+def _cmd_profile(args: argparse.Namespace) -> int:
+    from ragen2.profiles import build, estimate
+
+    profile = build(args.name)
+    if args.write:
+        Path(args.write).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.write).write_text(profile.yaml())
+        print(f"wrote {args.write}: profile {args.name}, {len(profile.runs)} runs")
+    elif not args.estimate:
+        print(profile.yaml(), end="")
+    if args.estimate:
+        try:
+            print(f"estimate ({args.name}): {estimate(profile).summary()}")
+        except ValueError as e:  # e.g. the paper profile: no CPU measurement for its envs
+            print(f"no estimate for profile {args.name!r}: {e}")
+    return 0
+
+
+def _add_profile(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("profile", help="print or write params.yaml from an experiment profile")
+    p.add_argument("name", choices=("cpu", "smoke", "paper"), help="the profile (ragen2.profiles)")
+    p.add_argument("--write", default=None, metavar="PATH", help="write the params file here instead of printing")
+    p.add_argument("--estimate", action="store_true", help="print the wall-time estimate of the profile's grid")
+    p.set_defaults(func=_cmd_profile)
+
+
+def _cmd_warmstart(args: argparse.Namespace) -> int:
+    from ragen2.config import load_config
+    from ragen2.trainer.pipeline import initial_policy_path
+
+    _set_threads(args.threads)
+    cfg = load_config(args.run_id, params_path=args.params)
+    path = Path(initial_policy_path(cfg, Path(args.cache_dir)))
+    if cfg.warm_start.steps == 0 and args.expect:  # no warm start: a marker naming the base policy
+        marker = Path(args.expect)
+        marker.mkdir(parents=True, exist_ok=True)
+        (marker / "initial_policy.json").write_text(json.dumps({"policy": str(path), "warm_start_steps": 0}) + "\n")
+        path = marker
+    if args.expect and path.resolve() != Path(args.expect).resolve():
+        raise SystemExit(f"warm start of {args.run_id!r} is at {path}, not at --expect {args.expect}; "
+                         "regenerate params.yaml with `python -m ragen2 profile ... --write params.yaml`")
+    print(path)
+    return 0
+
+
+def _add_warmstart(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("warmstart", help="build (or find) the warm start a run starts from")
+    p.add_argument("run_id", help="a key of params.yaml's `runs` mapping")
+    p.add_argument("--params", default="params.yaml", help="the params file (default: params.yaml)")
+    p.add_argument("--cache-dir", default="data/cache", help="policy / warm-start cache (default: data/cache)")
+    p.add_argument("--expect", default=None, metavar="PATH", help="fail unless the warm start lands here")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.set_defaults(func=_cmd_warmstart)
+
+
+def _cmd_claims(args: argparse.Namespace) -> int:
+    from ragen2.claims import merge_claims
+
+    merged = merge_claims(args.dir)
+    print(f"wrote {merged.path}: {len(merged.rows)} claims from sections {', '.join(merged.sections)}"
+          + (f"; untested: {', '.join(merged.missing)}" if merged.missing else ""))
+    return 0
+
+
+def _add_claims(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("claims", help="merge paper_figures/claims_<section>.csv into claims.csv")
+    p.add_argument("--dir", default="paper_figures", help="folder of the section files (default: paper_figures)")
+    p.set_defaults(func=_cmd_claims)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ragen2", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (_add_train, _add_grad_analysis, _add_audit, _add_profile, _add_warmstart, _add_claims):
+        add(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    for key, value in OFFLINE_ENV.items():
+        os.environ.setdefault(key, value)
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
