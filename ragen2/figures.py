@@ -1,0 +1,814 @@
+"""One function per paper figure: tidy DataFrames in, a matplotlib ``Figure`` out, no file I/O.
+
+Every function draws with the package style (``ragen2/style.mplstyle``) on a figure that has its own
+Agg canvas (no pyplot, no global backend switch, no global figure registry). Single-panel figures
+take an optional ``ax`` to draw into; multi-panel ones an optional empty ``fig``. Save with
+:func:`ragen2.results_io.save_figure`.
+
+Column conventions (the output of :func:`ragen2.results_io.load_runs` and friends):
+
+- ``steps``: tidy per-step rows ``run_id, env, algo, condition, seed, step, metric, value``;
+- ``runs``: one row per run with ``env, algo, condition, seed`` and final values
+  (``final_success``, final metric columns from :func:`ragen2.results_io.final_values`);
+- ``condition``: the filter label (``top_p``, ``top_k``, ``none``, ...); curves are mean ± std over
+  seeds (runs that stopped early simply end, so later points average fewer seeds).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Mapping, Sequence
+from importlib import resources
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib import style as mpl_style
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+STYLE_PATH = str(resources.files("ragen2") / "style.mplstyle")
+"""The package's matplotlib style file."""
+
+CONDITION_ORDER = ("top_p", "top_k", "top_k_abs", "min_p", "none")
+_CONDITION_COLORS = dict(zip(CONDITION_ORDER, ("#0173b2", "#de8f05", "#cc78bc", "#029e73", "#949494")))
+
+QUADRANTS = {
+    "diverse reasoning": ("right", "top"),
+    "template collapse": ("right", "bottom"),
+    "compressed reasoning": ("left", "top"),
+    "low-entropy collapse": ("left", "bottom"),
+}
+"""The four regimes (spec 5.5) by their corner of the (H(Z|X), I(X;Z)) plane."""
+
+DYNAMICS_METRICS = {
+    "filter/kept_ratio": "kept ratio",
+    "filter/zero_variance_count": "zero-variance groups",
+    "filter/reward_std_mean": "in-group reward std (RV)",
+    "val/success": "validation success",
+}
+"""Default panels of :func:`fig_training_dynamics` (metric name -> axis label); the names are the
+trainer's (:mod:`ragen2.trainer.loop`, :mod:`ragen2.filter`)."""
+
+ALGO_ORDER = ("ppo", "dapo", "grpo", "dr_grpo")
+
+SWEEP_METRICS = {"final_success": "final success", "final_mi": "final MI proxy"}
+"""Default rows of :func:`fig_intervention_sweeps` (column -> axis label)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+# ---------------------------------------------------------------------------------------------
+def _styled(func: Callable[..., Figure]) -> Callable[..., Figure]:
+    """Run ``func`` under the package style and lay the figure out while the style is active."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Figure:
+        with mpl_style.context(STYLE_PATH):
+            fig = func(*args, **kwargs)
+            fig.draw_without_rendering()  # creates ticks and text with the style's sizes
+        return fig
+
+    return wrapper
+
+
+def new_figure(width: float, height: float) -> Figure:
+    """An empty figure with its own Agg canvas and constrained layout (not registered with pyplot)."""
+    fig = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _panels(
+    n_rows: int, n_cols: int, fig: Figure | None, panel_size: tuple[float, float] = (3.2, 2.6), **kw: Any
+) -> tuple[Figure, np.ndarray]:
+    if fig is None:
+        fig = new_figure(panel_size[0] * n_cols, panel_size[1] * n_rows)
+    elif fig.axes:
+        raise ValueError(f"fig must be empty, it already has {len(fig.axes)} axes")
+    axes = fig.subplots(n_rows, n_cols, squeeze=False, **kw)
+    return fig, axes
+
+
+def _single(ax: Axes | None, size: tuple[float, float] = (3.6, 2.8)) -> tuple[Figure, Axes]:
+    if ax is not None:
+        return ax.figure, ax
+    fig = new_figure(*size)
+    return fig, fig.add_subplot()
+
+
+def _require(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
+    if not isinstance(df, pd.DataFrame):
+        raise TypeError(f"{what}: expected a DataFrame, got {type(df).__name__}")
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ValueError(f"{what}: missing column(s) {missing}; has {list(df.columns)}")
+    if df.empty:
+        raise ValueError(f"{what}: the table is empty")
+
+
+def _order(values: pd.Series, preferred: Sequence[str] = ()) -> list:
+    """Distinct values: the ``preferred`` ones first (in that order), then the rest sorted."""
+    present = list(pd.unique(values.dropna()))
+    first = [v for v in preferred if v in present]
+    rest = sorted((v for v in present if v not in first), key=lambda v: (isinstance(v, str), v))
+    return first + rest
+
+
+def _palette(levels: Sequence, column: str) -> dict:
+    if column == "condition" and all(v in _CONDITION_COLORS for v in levels):
+        return {v: _CONDITION_COLORS[v] for v in levels}
+    colors = sns.color_palette("colorblind", max(len(levels), 1))
+    return dict(zip(levels, colors))
+
+
+def _metric_rows(steps: pd.DataFrame, metric: str) -> pd.DataFrame:
+    _require(steps, ("metric", "step", "value"), "steps")
+    sub = steps[steps["metric"] == metric]
+    if sub.empty:
+        known = sorted(steps["metric"].unique())[:30]
+        raise ValueError(f"metric {metric!r} not in steps (some known metrics: {known})")
+    return sub.replace([np.inf, -np.inf], np.nan).dropna(subset=["value"])
+
+
+def _numeric_or_label(v: Any) -> tuple[int, float, str]:
+    try:
+        return (0, float(v), "")
+    except (TypeError, ValueError):
+        return (1, math.inf, str(v))
+
+
+def _tick_label(v: Any) -> str:
+    return f"{v:g}" if isinstance(v, (int, float, np.number)) else str(v)
+
+
+# ---------------------------------------------------------------------------------------------
+# MI regimes
+# ---------------------------------------------------------------------------------------------
+def regime_points_from_toy(
+    policies: Mapping[str, Any] | None = None, source: str = "toy policy"
+) -> pd.DataFrame:
+    """Exact ``(H(Z|X), I(X;Z))`` of toy policies (default: :data:`ragen2.metrics.toy.REGIMES`).
+
+    Returns:
+        Columns ``label, cond_entropy, mi, source``.
+    """
+    if policies is None:
+        from ragen2.metrics.toy import REGIMES as policies
+    rows = [
+        {
+            "label": name,
+            "cond_entropy": p.conditional_entropy(),
+            "mi": p.mutual_information(),
+            "source": source,
+        }
+        for name, p in policies.items()
+    ]
+    return pd.DataFrame(rows, columns=["label", "cond_entropy", "mi", "source"])
+
+
+def _quadrants(ax: Axes, x_split: float, y_split: float) -> None:
+    ax.axvline(x_split, color="0.4", ls="--", lw=0.8)
+    ax.axhline(y_split, color="0.4", ls="--", lw=0.8)
+    for text, (horiz, vert) in QUADRANTS.items():
+        ax.text(
+            0.98 if horiz == "right" else 0.02,
+            0.97 if vert == "top" else 0.03,
+            text,
+            transform=ax.transAxes,
+            ha=horiz,
+            va=vert,
+            fontsize=7,
+            color="0.3",
+            style="italic",
+        )
+
+
+def _split(values: pd.Series, given: float | None) -> float:
+    return float(given) if given is not None else float((values.min() + values.max()) / 2)
+
+
+@_styled
+def fig_four_regimes(
+    points: pd.DataFrame,
+    *,
+    x: str = "cond_entropy",
+    y: str = "mi",
+    hue: str = "source",
+    label: str | None = "label",
+    entropy_split: float | None = None,
+    mi_split: float | None = None,
+    ax: Axes | None = None,
+) -> Figure:
+    """H(Z|X) vs MI scatter with the four regimes labelled in their quadrants.
+
+    Args:
+        points: one row per policy/checkpoint with ``x``, ``y``, ``hue`` (e.g. ``toy policy`` vs
+            ``checkpoint``) and optionally ``label`` (written beside each point).
+        entropy_split, mi_split: where the quadrant lines go (default: mid-range of the data).
+        ax: draw into this axes.
+    """
+    _require(points, (x, y, hue), "points")
+    fig, ax = _single(ax, (4.2, 3.4))
+    levels = _order(points[hue])
+    sns.scatterplot(
+        data=points,
+        x=x,
+        y=y,
+        hue=hue,
+        style=hue,
+        hue_order=levels,
+        style_order=levels,
+        palette=_palette(levels, hue),
+        s=55,
+        ax=ax,
+    )
+    if label is not None and label in points.columns:
+        for row in points.itertuples(index=False):
+            ax.annotate(
+                str(getattr(row, label)),
+                (getattr(row, x), getattr(row, y)),
+                xytext=(4, 3),
+                textcoords="offset points",
+                fontsize=6.5,
+            )
+    _quadrants(ax, _split(points[x], entropy_split), _split(points[y], mi_split))
+    ax.set_xlabel("conditional entropy H(Z|X) (nats)")
+    ax.set_ylabel("mutual information I(X;Z) (nats)")
+    ax.margins(0.15)
+    return fig
+
+
+@_styled
+def fig_entropy_vs_mi_widget_frame(
+    frames: pd.DataFrame,
+    *,
+    frame: str = "frame",
+    x: str = "cond_entropy",
+    y: str = "mi",
+    hue: str = "source",
+    highlight: Any = None,
+    ncols: int = 3,
+    fig: Figure | None = None,
+) -> Figure:
+    """Small multiples of the (H(Z|X), MI) plane, one panel per value of ``frame``, shared axes.
+
+    For the interactive notebook: a widget picks ``highlight`` (one ``frame`` value, e.g. a step or a
+    toy dependence d) and the panel for it is drawn with a bold title and a thicker frame.
+    """
+    _require(frames, (frame, x, y, hue), "frames")
+    if ncols < 1:
+        raise ValueError(f"ncols must be >= 1, got {ncols}")
+    panels = list(pd.unique(frames[frame]))
+    n_cols = min(ncols, len(panels))
+    n_rows = math.ceil(len(panels) / n_cols)
+    fig, axes = _panels(n_rows, n_cols, fig, (2.4, 2.1), sharex=True, sharey=True)
+    levels = _order(frames[hue])
+    palette = _palette(levels, hue)
+    x_split, y_split = _split(frames[x], None), _split(frames[y], None)
+    flat = axes.ravel()
+    for ax, value in zip(flat, panels):
+        sub = frames[frames[frame] == value]
+        sns.scatterplot(
+            data=sub, x=x, y=y, hue=hue, hue_order=levels, palette=palette, s=30, ax=ax, legend=ax is flat[0]
+        )
+        ax.axvline(x_split, color="0.5", ls="--", lw=0.6)
+        ax.axhline(y_split, color="0.5", ls="--", lw=0.6)
+        chosen = highlight is not None and value == highlight
+        ax.set_title(f"{frame} = {_tick_label(value)}", fontweight="bold" if chosen else "normal")
+        for spine in ax.spines.values():
+            spine.set_linewidth(2.0 if chosen else 0.8)
+        ax.set_xlabel("H(Z|X)")
+        ax.set_ylabel("I(X;Z)")
+    for ax in flat[len(panels) :]:
+        fig.delaxes(ax)
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# Gradient decomposition (C4)
+# ---------------------------------------------------------------------------------------------
+@_styled
+def fig_grad_decomposition(
+    grad: pd.DataFrame, *, hue: str = "algo", steps: Sequence[int] | None = None, fig: Figure | None = None
+) -> Figure:
+    """The paper's 3-panel gradient decomposition per RV bucket; one row per analysed step.
+
+    Panels: (1) bucket RV mean with min-max whiskers (symmetric-log y, so zero-RV buckets stay
+    visible); (2) task gradient norm vs bucket RV mean; (3) regularisation (KL + entropy) gradient
+    norm vs bucket RV mean. Several runs with the same ``hue`` (seeds) are averaged per bucket
+    (min/max whiskers span them).
+
+    Args:
+        grad: rows of :mod:`ragen2.trainer.grad_analysis` tables with ``step, bucket, rv_mean,
+            task_norm, reg_norm, <hue>`` and optionally ``rv_min, rv_max``; the ``all`` bucket is
+            ignored.
+        steps: which steps to show (default: all, ascending).
+    """
+    _require(grad, ("step", "bucket", "rv_mean", "task_norm", "reg_norm", hue), "grad")
+    data = grad[grad["bucket"].astype(str) != "all"].copy()
+    data["bucket"] = data["bucket"].astype(int)
+    has_range = {"rv_min", "rv_max"} <= set(data.columns)
+    if not has_range:
+        data["rv_min"] = data["rv_mean"]
+        data["rv_max"] = data["rv_mean"]
+    agg = data.groupby([hue, "step", "bucket"], as_index=False).agg(
+        rv_mean=("rv_mean", "mean"),
+        rv_min=("rv_min", "min"),
+        rv_max=("rv_max", "max"),
+        task_norm=("task_norm", "mean"),
+        reg_norm=("reg_norm", "mean"),
+    )
+    show = sorted(agg["step"].unique()) if steps is None else list(steps)
+    absent = [s for s in show if s not in set(agg["step"])]
+    if absent:
+        raise ValueError(f"step(s) {absent} not in grad (has {sorted(agg['step'].unique())})")
+    levels = _order(agg[hue], ALGO_ORDER)
+    palette = _palette(levels, hue)
+    fig, axes = _panels(len(show), 3, fig, (3.0, 2.4))
+    dodge = np.linspace(-0.12, 0.12, len(levels)) if len(levels) > 1 else [0.0]
+    for r, step in enumerate(show):
+        ax_rv, ax_task, ax_reg = axes[r]
+        for offset, level in zip(dodge, levels):
+            sub = agg[(agg["step"] == step) & (agg[hue] == level)].sort_values("bucket")
+            if sub.empty:
+                continue
+            err = np.vstack([sub["rv_mean"] - sub["rv_min"], sub["rv_max"] - sub["rv_mean"]])
+            ax_rv.errorbar(
+                sub["bucket"] + offset,
+                sub["rv_mean"],
+                yerr=err,
+                fmt="o",
+                capsize=2,
+                color=palette[level],
+                label=str(level),
+            )
+            for ax, col in ((ax_task, "task_norm"), (ax_reg, "reg_norm")):
+                ax.plot(sub["rv_mean"], sub[col], "o-", color=palette[level], label=str(level))
+        ax_rv.set_yscale("symlog", linthresh=1e-2)
+        ax_rv.set_xlabel("RV bucket (1 = lowest)")
+        ax_rv.set_ylabel(f"step {step}\nbucket RV (reward std)")
+        ax_task.set_xlabel("bucket RV mean")
+        ax_task.set_ylabel("task grad norm")
+        ax_reg.set_xlabel("bucket RV mean")
+        ax_reg.set_ylabel("KL + entropy grad norm")
+        if r == 0:
+            ax_rv.set_title("RV per bucket")
+            ax_task.set_title("task gradient")
+            ax_reg.set_title("regularisation gradient")
+            ax_reg.legend(title=hue)
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# Curves over training steps (C1, C6)
+# ---------------------------------------------------------------------------------------------
+def _curves_by_panel(
+    steps: pd.DataFrame, metric: str, ylabel: str, hue: str, panel: str, fig: Figure | None
+) -> Figure:
+    sub = _metric_rows(steps, metric)
+    _require(sub, (hue, panel), "steps")
+    panels = _order(sub[panel])
+    levels = _order(sub[hue], CONDITION_ORDER)
+    fig, axes = _panels(1, len(panels), fig)
+    for i, (ax, value) in enumerate(zip(axes[0], panels)):
+        part = sub[sub[panel] == value]
+        sns.lineplot(
+            data=part,
+            x="step",
+            y="value",
+            hue=hue,
+            hue_order=levels,
+            palette=_palette(levels, hue),
+            estimator="mean",
+            errorbar="sd",
+            ax=ax,
+            legend=i == len(panels) - 1,
+        )
+        n = part.groupby(hue)["run_id"].nunique() if "run_id" in part.columns else None
+        ax.set_title(
+            str(value) if n is None else f"{value} (n = {'/'.join(str(int(n.get(lv, 0))) for lv in levels)})"
+        )
+        ax.set_xlabel("training step")
+        ax.set_ylabel(ylabel)
+    return fig
+
+
+@_styled
+def fig_success_curves(
+    steps: pd.DataFrame,
+    *,
+    metric: str = "val/success",
+    hue: str = "condition",
+    panel: str = "env",
+    fig: Figure | None = None,
+) -> Figure:
+    """Validation success vs step, one panel per env, hue = filter condition, mean ± std over seeds.
+
+    The panel title gives the number of runs per condition (in hue order).
+    """
+    return _curves_by_panel(steps, metric, "validation success", hue, panel, fig)
+
+
+@_styled
+def fig_output_length(
+    steps: pd.DataFrame,
+    *,
+    metric: str = "rollout/response_length_mean",
+    hue: str = "condition",
+    panel: str = "env",
+    fig: Figure | None = None,
+) -> Figure:
+    """Mean output length vs step, one panel per env.
+
+    The default metric is the response tokens per trajectory (all turns) of the unfiltered batch.
+    """
+    return _curves_by_panel(steps, metric, "output length (tokens)", hue, panel, fig)
+
+
+@_styled
+def fig_training_dynamics(
+    steps: pd.DataFrame,
+    *,
+    metrics: Mapping[str, str] = DYNAMICS_METRICS,
+    hue: str = "condition",
+    fig: Figure | None = None,
+) -> Figure:
+    """Filter dynamics of one environment: one panel per metric (default :data:`DYNAMICS_METRICS`).
+
+    Raises:
+        ValueError: ``steps`` mixes environments (averaging them would mislead), or a metric is absent.
+    """
+    _require(steps, ("metric", "step", "value", hue), "steps")
+    if "env" in steps.columns and steps["env"].nunique() > 1:
+        raise ValueError(f"steps holds several envs {sorted(steps['env'].unique())}; pass one env at a time")
+    levels = _order(steps[hue], CONDITION_ORDER)
+    fig, axes = _panels(1, len(metrics), fig, (2.9, 2.5))
+    for i, (ax, (metric, label)) in enumerate(zip(axes[0], metrics.items())):
+        sub = _metric_rows(steps, metric)
+        sns.lineplot(
+            data=sub,
+            x="step",
+            y="value",
+            hue=hue,
+            hue_order=levels,
+            palette=_palette(levels, hue),
+            estimator="mean",
+            errorbar="sd",
+            ax=ax,
+            legend=i == len(metrics) - 1,
+        )
+        ax.set_title(label)
+        ax.set_xlabel("training step")
+        ax.set_ylabel(metric)
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# RV quartiles (C3)
+# ---------------------------------------------------------------------------------------------
+@_styled
+def fig_rv_quartiles(
+    quartiles: pd.DataFrame,
+    *,
+    quartile: str = "quartile",
+    success: str = "success",
+    mi: str = "mi",
+    hue: str | None = None,
+    fig: Figure | None = None,
+) -> Figure:
+    """Task performance and MI proxy per RV quartile (bars = mean, error bars = std over rows).
+
+    Args:
+        quartiles: one row per (quartile, seed[, hue]) with columns ``quartile`` (1 = lowest RV),
+            ``success`` and ``mi``.
+        hue: optional column to split bars by (e.g. ``step`` or ``condition``).
+    """
+    cols = [quartile, success, mi] + ([hue] if hue else [])
+    _require(quartiles, cols, "quartiles")
+    order = _order(quartiles[quartile])
+    fig, axes = _panels(1, 2, fig, (3.0, 2.6))
+    hue_kw: dict[str, Any] = {}
+    if hue:
+        levels = _order(quartiles[hue], CONDITION_ORDER)
+        hue_kw = {"hue": hue, "hue_order": levels, "palette": _palette(levels, hue)}
+    else:
+        hue_kw = {"color": "#0173b2"}
+    for ax, col, label in ((axes[0, 0], success, "task success"), (axes[0, 1], mi, "MI proxy")):
+        sns.barplot(
+            data=quartiles,
+            x=quartile,
+            y=col,
+            order=order,
+            errorbar="sd",
+            capsize=0.15,
+            err_kws={"linewidth": 1.0},
+            ax=ax,
+            **hue_kw,
+        )
+        ax.set_xlabel("RV quartile (1 = lowest)")
+        ax.set_ylabel(label)
+    if hue and axes[0, 0].get_legend() is not None:
+        axes[0, 0].get_legend().remove()
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# Stochasticity sweep (C5)
+# ---------------------------------------------------------------------------------------------
+def _slip_label(v: float) -> str:
+    return f"{100 * v:g}%" if 0 <= v <= 1 else f"{v:g}"
+
+
+@_styled
+def fig_stochasticity(
+    runs: pd.DataFrame,
+    *,
+    slip: str = "slip_rate",
+    value: str = "final_success",
+    condition: str = "condition",
+    filtered: str = "top_p",
+    baseline: str = "none",
+    pair_on: str = "seed",
+    fig: Figure | None = None,
+) -> Figure:
+    """Final success vs slip rate, filter vs none (left), and the paired per-seed gain (right).
+
+    Left: mean ± std over seeds per condition. Right: one dot per seed (``filtered - baseline`` on
+    the same seed) and the mean ± std of those differences; slip rates in (0, 1) are shown as %.
+    """
+    _require(runs, (slip, value, condition, pair_on), "runs")
+    data = runs[runs[condition].isin([filtered, baseline])]
+    if data.empty:
+        raise ValueError(f"no rows with {condition} in {[filtered, baseline]}")
+    slips = sorted(data[slip].unique())
+    pos = {s: i for i, s in enumerate(slips)}
+    fig, axes = _panels(1, 2, fig, (3.4, 2.7))
+    ax_abs, ax_gain = axes[0]
+    palette = _palette([filtered, baseline], condition)
+    for offset, cond in ((-0.08, filtered), (0.08, baseline)):
+        stats = data[data[condition] == cond].groupby(slip)[value].agg(["mean", "std"]).reset_index()
+        ax_abs.errorbar(
+            stats[slip].map(pos) + offset,
+            stats["mean"],
+            yerr=stats["std"].fillna(0),
+            fmt="o-",
+            capsize=2,
+            color=palette[cond],
+            label=cond,
+        )
+    ax_abs.set_ylabel(value.replace("_", " "))
+    ax_abs.legend(title=condition)
+    wide = data.pivot_table(index=[slip, pair_on], columns=condition, values=value, aggfunc="mean")
+    if filtered in wide.columns and baseline in wide.columns:
+        gain = (wide[filtered] - wide[baseline]).dropna().rename("gain").reset_index()
+        for s, part in gain.groupby(slip):
+            jitter = np.linspace(-0.15, 0.15, len(part)) if len(part) > 1 else np.zeros(1)
+            ax_gain.scatter(pos[s] + jitter, part["gain"], s=12, color="0.55", zorder=2)
+            ax_gain.errorbar(
+                pos[s],
+                part["gain"].mean(),
+                yerr=part["gain"].std() if len(part) > 1 else 0,
+                fmt="D",
+                color="k",
+                capsize=3,
+                zorder=3,
+            )
+    ax_gain.axhline(0, color="0.3", lw=0.8)
+    ax_gain.set_ylabel(f"paired gain ({filtered} - {baseline})")
+    for ax in (ax_abs, ax_gain):
+        ax.set_xticks(range(len(slips)), [_slip_label(float(s)) for s in slips])
+        ax.set_xlabel("slip rate")
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# Metrics vs success (C2)
+# ---------------------------------------------------------------------------------------------
+def _paper_lookup(paper: pd.DataFrame | Mapping[str, float] | None) -> dict[str, float]:
+    if paper is None:
+        return {}
+    if isinstance(paper, pd.DataFrame):
+        _require(paper, ("metric", "paper_rho"), "paper")
+        return dict(zip(paper["metric"], paper["paper_rho"].astype(float)))
+    return {str(k): float(v) for k, v in paper.items()}
+
+
+@_styled
+def fig_metric_correlations(
+    corr: pd.DataFrame, *, paper: pd.DataFrame | Mapping[str, float] | None = None, ax: Axes | None = None
+) -> Figure:
+    """Spearman rho of each metric vs final success (bars, bootstrap CI whiskers), paper values as ◆.
+
+    Args:
+        corr: one row per metric: ``metric``, ``rho`` and optionally ``ci_low``, ``ci_high`` and
+            ``label`` (tick text; default the metric name).
+        paper: the paper's rho per metric (:func:`ragen2.tables.paper_reference_values` or a dict).
+            A metric matches a paper entry by its full name or by the part after its last ``/``
+            (``collapse_first_turn/mi_zscore`` matches ``mi_zscore``).
+    """
+    _require(corr, ("metric", "rho"), "corr")
+    fig, ax = _single(ax, (max(3.6, 0.8 * len(corr) + 1.2), 3.0))
+    positions = np.arange(len(corr))
+    rho = corr["rho"].astype(float).to_numpy()
+    yerr = None
+    if {"ci_low", "ci_high"} <= set(corr.columns):
+        yerr = np.vstack([rho - corr["ci_low"].to_numpy(float), corr["ci_high"].to_numpy(float) - rho])
+    colors = ["#0173b2" if r >= 0 else "#d55e00" for r in np.nan_to_num(rho)]
+    ax.bar(positions, np.nan_to_num(rho), yerr=yerr, color=colors, capsize=3, label="this package")
+    lookup = _paper_lookup(paper)
+    marks = [
+        (p, lookup.get(m, lookup.get(str(m).rsplit("/", 1)[-1]))) for p, m in zip(positions, corr["metric"])
+    ]
+    marks = [(p, v) for p, v in marks if v is not None]
+    if marks:
+        ax.scatter(
+            [p for p, _ in marks], [v for _, v in marks], marker="D", color="k", zorder=3, s=22, label="paper"
+        )
+    labels = corr["label"] if "label" in corr.columns else corr["metric"]
+    ax.set_xticks(positions, [str(v) for v in labels], rotation=30, ha="right")
+    ax.axhline(0, color="0.3", lw=0.8)
+    ax.set_ylim(-1.05, 1.05)
+    ax.set_ylabel("Spearman ρ with final success")
+    ax.legend(loc="best")
+    return fig
+
+
+def _scatter_vs_success(
+    runs: pd.DataFrame, x: str, xlabel: str, y: str, hue: str | None, annotation: str | None, ax: Axes | None
+) -> Figure:
+    _require(runs, [x, y] + ([hue] if hue else []), "runs")
+    fig, ax = _single(ax)
+    hue_kw: dict[str, Any] = {}
+    if hue:
+        levels = _order(runs[hue], CONDITION_ORDER)
+        hue_kw = {"hue": hue, "hue_order": levels, "palette": _palette(levels, hue)}
+    sns.scatterplot(data=runs, x=x, y=y, s=30, ax=ax, **hue_kw)
+    if annotation:
+        ax.text(0.02, 0.97, annotation, transform=ax.transAxes, ha="left", va="top", fontsize=7.5)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(y.replace("_", " "))
+    return fig
+
+
+@_styled
+def fig_mi_vs_success(
+    runs: pd.DataFrame,
+    *,
+    x: str = "collapse_first_turn/mi_zscore",
+    y: str = "final_success",
+    hue: str | None = "condition",
+    annotation: str | None = None,
+    ax: Axes | None = None,
+) -> Figure:
+    """One dot per run: final MI proxy vs final success (``annotation`` e.g. the Spearman result)."""
+    return _scatter_vs_success(runs, x, f"{x} (final)", y, hue, annotation, ax)
+
+
+@_styled
+def fig_entropy_vs_success(
+    runs: pd.DataFrame,
+    *,
+    x: str = "collapse_first_turn/conditional_entropy_est",
+    y: str = "final_success",
+    hue: str | None = "condition",
+    annotation: str | None = None,
+    ax: Axes | None = None,
+) -> Figure:
+    """One dot per run: final entropy measure vs final success."""
+    return _scatter_vs_success(runs, x, f"{x} (final)", y, hue, annotation, ax)
+
+
+# ---------------------------------------------------------------------------------------------
+# Prompt-level reward heatmaps (C6)
+# ---------------------------------------------------------------------------------------------
+def reward_matrix(
+    rewards: pd.DataFrame, prompt: str = "prompt", rollout: str = "rollout", reward: str = "reward"
+) -> tuple[np.ndarray, np.ndarray, list]:
+    """The K x G reward matrix sorted for display, its per-prompt RV and the prompt order.
+
+    Rows are prompts sorted by mean reward (high first; ties by prompt id), and each row's rewards
+    are sorted high to low. RV is the population variance of a row.
+    """
+    wide = rewards.pivot_table(index=prompt, columns=rollout, values=reward, aggfunc="mean")
+    if wide.isna().any().any():
+        raise ValueError("every prompt needs a reward for every rollout index (the K x G matrix has holes)")
+    means = wide.mean(axis=1)
+    order = sorted(wide.index, key=lambda p: (-means[p], p))
+    matrix = -np.sort(-wide.loc[order].to_numpy(float), axis=1)
+    return matrix, matrix.var(axis=1), order
+
+
+@_styled
+def fig_reward_heatmaps(
+    rewards: pd.DataFrame,
+    *,
+    phase: str = "phase",
+    prompt: str = "prompt",
+    rollout: str = "rollout",
+    reward: str = "reward",
+    phase_order: Sequence | None = None,
+    fig: Figure | None = None,
+) -> Figure:
+    """Prompt-level reward heatmaps (K prompts x G rollouts) and per-prompt RV, e.g. early/mid/late.
+
+    Each phase gets a heatmap (rows sorted by mean reward, rollouts sorted high to low, see
+    :func:`reward_matrix`) and a bar strip of RV (population variance) per prompt; one colour bar is
+    shared. Axes: ``2 * phases + 1``.
+    """
+    _require(rewards, (phase, prompt, rollout, reward), "rewards")
+    phases = list(phase_order) if phase_order is not None else list(pd.unique(rewards[phase]))
+    unknown = [p for p in phases if p not in set(rewards[phase])]
+    if unknown:
+        raise ValueError(f"phase(s) {unknown} not in rewards (has {list(pd.unique(rewards[phase]))})")
+    lo, hi = min(0.0, float(rewards[reward].min())), max(1.0, float(rewards[reward].max()))
+    if fig is None:
+        fig = new_figure(3.3 * len(phases) + 0.5, 3.2)
+    elif fig.axes:
+        raise ValueError(f"fig must be empty, it already has {len(fig.axes)} axes")
+    grid = fig.add_gridspec(1, 2 * len(phases) + 1, width_ratios=[4, 1] * len(phases) + [0.25])
+    image = None
+    for i, name in enumerate(phases):
+        matrix, rv, _ = reward_matrix(rewards[rewards[phase] == name], prompt, rollout, reward)
+        ax_map = fig.add_subplot(grid[0, 2 * i])
+        ax_rv = fig.add_subplot(grid[0, 2 * i + 1], sharey=ax_map)
+        image = ax_map.imshow(
+            matrix,
+            aspect="auto",
+            vmin=lo,
+            vmax=hi,
+            interpolation="nearest",
+            extent=(-0.5, matrix.shape[1] - 0.5, matrix.shape[0] - 0.5, -0.5),
+        )
+        ax_map.grid(False)
+        ax_map.set_title(f"{name}")
+        ax_map.set_xlabel("rollouts (sorted)")
+        ax_map.set_ylabel("prompts (by mean reward)" if i == 0 else "")
+        ax_rv.barh(np.arange(len(rv)), rv, color="0.45", height=0.8)
+        ax_rv.set_xlabel("RV")
+        ax_rv.tick_params(labelleft=False)
+    fig.colorbar(image, cax=fig.add_subplot(grid[0, -1]), label="reward")
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# Intervention sweeps (C7)
+# ---------------------------------------------------------------------------------------------
+@_styled
+def fig_intervention_sweeps(
+    sweeps: pd.DataFrame,
+    *,
+    sweep: str = "sweep",
+    value: str = "value",
+    metrics: Mapping[str, str] = SWEEP_METRICS,
+    value_order: Mapping[str, Sequence] | None = None,
+    fig: Figure | None = None,
+) -> Figure:
+    """Final success and MI vs the swept value; columns = sweeps (entropy coef, KL coef, top-p).
+
+    Each panel shows every run as a grey dot and the mean ± std over seeds per swept value. Values
+    are placed as categories: numbers ascending, then labels such as ``nofilter``, unless
+    ``value_order[sweep]`` gives the order (e.g. top-p 1.0 -> 0.4 as in the paper).
+
+    Args:
+        sweeps: one row per run with ``sweep``, ``value`` and the ``metrics`` columns.
+        metrics: column -> axis label, one row of panels each.
+    """
+    _require(sweeps, [sweep, value, *metrics], "sweeps")
+    names = list(pd.unique(sweeps[sweep]))
+    fig, axes = _panels(len(metrics), len(names), fig, (2.8, 2.4))
+    for c, name in enumerate(names):
+        part = sweeps[sweeps[sweep] == name]
+        if value_order and name in value_order:
+            order = list(value_order[name])
+        else:
+            order = sorted(pd.unique(part[value]), key=_numeric_or_label)
+        pos = {v: i for i, v in enumerate(order)}
+        xs = part[value].map(pos)
+        if xs.isna().any():
+            raise ValueError(
+                f"sweep {name!r}: values {sorted(set(part[value]) - set(order), key=str)} not in value_order"
+            )
+        for r, (col, label) in enumerate(metrics.items()):
+            ax = axes[r, c]
+            ax.scatter(xs, part[col], s=10, color="0.6", zorder=2)
+            stats = part.groupby(value)[col].agg(["mean", "std"]).reindex(order)
+            ax.errorbar(
+                range(len(order)),
+                stats["mean"],
+                yerr=stats["std"].fillna(0),
+                fmt="o-",
+                capsize=2,
+                color="#0173b2",
+                zorder=3,
+            )
+            ax.set_xticks(range(len(order)), [_tick_label(v) for v in order], rotation=45)
+            ax.set_ylabel(label if c == 0 else "")
+            if r == 0:
+                ax.set_title(str(name))
+            if r == len(metrics) - 1:
+                ax.set_xlabel(f"{name} value")
+    return fig

@@ -1,0 +1,432 @@
+"""Reading run directories and writing paper artefacts (figures, tables, JSON) reproducibly.
+
+Reading. A run directory ``<root>/<run_id>/`` holds
+
+- ``config.json``: the :class:`ragen2.config.RunConfig` as a dict (required);
+- ``summary.json``: final/best validation success, steps, early-stop reason (optional);
+- ``metrics.jsonl``: one JSON object per logged step with ``step`` and slash-namespaced metrics
+  (optional; non-finite floats are stored as the strings ``"nan"``, ``"inf"``, ``"-inf"``);
+- gradient-analysis tables ``grad_analysis*.csv`` (optional, read by :func:`load_grad_tables`).
+
+:func:`load_runs` returns two DataFrames: ``runs`` (one row per run: ``run_id``, the label columns
+of :data:`LABEL_COLUMNS`, the flattened config as dotted columns such as ``trainer.algo`` or
+``env.kwargs.slip_rate``, the summary as ``summary.<key>`` columns, and ``final_success`` /
+``best_success`` / ``last_step``) and ``steps`` (tidy: ``run_id``, the label columns, ``step``,
+``metric``, ``value``).
+
+Writing. Every writer goes through a temporary file in the target folder and :func:`os.replace`, so a
+reader never sees a half-written file. :func:`save_figure` writes PNG and PDF at a fixed dpi with the
+date/software metadata removed, so the same figure saved twice gives byte-identical files.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+FIGURE_DPI = 200
+"""Resolution of every saved PNG (the PDF is vector; its raster parts use the same dpi)."""
+
+LABEL_COLUMNS = ("env", "algo", "condition", "seed")
+"""Short columns derived from the config that figures and tables group by."""
+
+SUCCESS_METRIC = "val/success"
+"""The per-step metric whose last value is a run's ``final_success``."""
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_NON_FINITE = {
+    "nan": math.nan,
+    "inf": math.inf,
+    "-inf": -math.inf,
+    "infinity": math.inf,
+    "-infinity": -math.inf,
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Atomic writers
+# ---------------------------------------------------------------------------------------------
+def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and ``os.replace``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    return write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def _json_ready(obj: Any) -> Any:
+    """``obj`` with numpy scalars/arrays turned into Python values and non-finite floats into None."""
+    if isinstance(obj, Mapping):
+        return {str(k): _json_ready(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_ready(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return [_json_ready(v) for v in obj.tolist()]
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def write_json_atomic(path: str | Path, obj: Any) -> Path:
+    """Write ``obj`` as indented, key-sorted JSON atomically (NaN/inf become ``null``)."""
+    text = json.dumps(_json_ready(obj), indent=2, sort_keys=True, allow_nan=False) + "\n"
+    return write_text_atomic(path, text)
+
+
+# ---------------------------------------------------------------------------------------------
+# Figures and tables
+# ---------------------------------------------------------------------------------------------
+def _check_name(name: str) -> str:
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise ValueError(f"artefact name {name!r} must be a plain file stem (letters, digits, '_', '.', '-')")
+    return name
+
+
+def _figure_bytes(fig: Any, fmt: str, dpi: int) -> bytes:
+    import io
+
+    metadata = {
+        "png": {"Software": None},
+        "pdf": {"CreationDate": None, "ModDate": None, "Producer": None, "Creator": None},
+    }[fmt]
+    buf = io.BytesIO()
+    fig.savefig(buf, format=fmt, dpi=dpi, metadata=metadata, bbox_inches="tight", pad_inches=0.05)
+    return buf.getvalue()
+
+
+def save_figure(
+    fig: Any, name: str, out_dir: str | Path = "paper_figures", *, caption: str, dpi: int = FIGURE_DPI
+) -> dict[str, Path]:
+    """Write ``<name>.png``, ``<name>.pdf`` and the caption ``<name>.md`` into ``out_dir``.
+
+    Output is deterministic: fixed dpi, tight bounding box, and no creation date, producer or
+    software tag in the metadata, so unchanged inputs give byte-identical files.
+
+    Args:
+        fig: a matplotlib ``Figure``.
+        name: file stem, shared with the figure function (e.g. ``fig_success_curves``).
+        out_dir: target folder (created if missing).
+        caption: what the figure shows (markdown); required so no figure goes out unexplained.
+        dpi: raster resolution.
+
+    Returns:
+        ``{"png": path, "pdf": path, "caption": path}``.
+    """
+    from matplotlib.figure import Figure
+
+    _check_name(name)
+    if not isinstance(fig, Figure):
+        raise TypeError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
+    if not isinstance(caption, str) or not caption.strip():
+        raise ValueError(f"caption of figure {name!r} must be a non-empty string, got {caption!r}")
+    out = Path(out_dir)
+    paths = {
+        fmt: write_bytes_atomic(out / f"{name}.{fmt}", _figure_bytes(fig, fmt, dpi)) for fmt in ("png", "pdf")
+    }
+    paths["caption"] = write_text_atomic(out / f"{name}.md", f"**{name}**: {caption.strip()}\n")
+    return paths
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return "" if math.isnan(value) else f"{value:.4g}"
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def _flat_columns(df: pd.DataFrame) -> pd.DataFrame:
+    if isinstance(df.columns, pd.MultiIndex):
+        df = df.copy()
+        df.columns = ["/".join(str(p) for p in col if str(p)) for col in df.columns]
+    return df
+
+
+def to_markdown(df: pd.DataFrame) -> str:
+    """A GitHub-style markdown table of ``df`` (index included when it is named or not a RangeIndex)."""
+    df = _flat_columns(df)
+    if not isinstance(df.index, pd.RangeIndex) or any(n is not None for n in df.index.names):
+        df = df.reset_index()
+    header = [str(c) for c in df.columns]
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
+    for row in df.itertuples(index=False):
+        lines.append("| " + " | ".join(_cell(v) for v in row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def save_table(
+    df: pd.DataFrame, name: str, out_dir: str | Path = "paper_figures", *, caption: str | None = None
+) -> dict[str, Path]:
+    """Write ``<name>.csv`` (numbers, full precision) and ``<name>.md`` (caption + markdown table).
+
+    A MultiIndex on the columns is flattened to ``level0/level1``; a named or non-range index is
+    written as leading column(s).
+
+    Returns:
+        ``{"csv": path, "md": path}``.
+    """
+    _check_name(name)
+    if not isinstance(df, pd.DataFrame):
+        raise TypeError(f"df must be a pandas DataFrame, got {type(df).__name__}")
+    flat = _flat_columns(df)
+    keep_index = not isinstance(flat.index, pd.RangeIndex) or any(n is not None for n in flat.index.names)
+    csv_text = flat.to_csv(index=keep_index, lineterminator="\n")
+    out = Path(out_dir)
+    md = (f"**{name}**: {caption.strip()}\n\n" if caption else "") + to_markdown(flat)
+    return {
+        "csv": write_text_atomic(out / f"{name}.csv", csv_text),
+        "md": write_text_atomic(out / f"{name}.md", md),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading run directories
+# ---------------------------------------------------------------------------------------------
+def flatten(mapping: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested dicts as one level with dotted keys; lists become tuples (hashable cells)."""
+    out: dict[str, Any] = {}
+    for key, value in mapping.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(flatten(value, f"{name}."))
+        elif isinstance(value, list):
+            out[name] = tuple(value)
+        else:
+            out[name] = value
+    return out
+
+
+def filter_condition(filter_cfg: Mapping[str, Any]) -> str:
+    """The filter label of a run: ``none`` when every group is always kept, else the strategy name.
+
+    Mirrors :attr:`ragen2.filter.FilterConfig.is_noop`: strategy ``none``, or ``top_p`` with value
+    >= 1 and ``include_zero``. (``top_p`` 1.0 *without* include_zero drops the zero-RV groups, so it
+    is a filter.) A missing ``filter`` section reads as ``none``.
+    """
+    strategy = str(filter_cfg.get("strategy", "none"))
+    value = float(filter_cfg.get("value", 1.0))
+    include_zero = bool(filter_cfg.get("include_zero", True))
+    if strategy == "none" or (strategy == "top_p" and value >= 1 and include_zero):
+        return "none"
+    return strategy
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _as_number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str) and value.strip().lower() in _NON_FINITE:
+        return _NON_FINITE[value.strip().lower()]
+    return None
+
+
+def read_metrics_jsonl(path: str | Path) -> pd.DataFrame:
+    """Long table (``step``, ``metric``, ``value``) of one ``metrics.jsonl``; numeric values only.
+
+    Rows logged twice for the same ``(step, metric)`` keep the last value (a resumed run).
+    """
+    path = Path(path)
+    records = []
+    for lineno, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{lineno}: not valid JSON ({e})") from None
+        if not isinstance(row, dict) or "step" not in row:
+            raise ValueError(f"{path}:{lineno}: expected an object with a 'step' key, got {line[:80]!r}")
+        step = _as_number(row["step"])
+        if step is None or not math.isfinite(step):
+            raise ValueError(f"{path}:{lineno}: bad step {row['step']!r}")
+        for metric, raw in row.items():
+            value = _as_number(raw) if metric != "step" else None
+            if value is not None:
+                records.append((int(step), metric, value))
+    df = pd.DataFrame(records, columns=["step", "metric", "value"])
+    df = df.drop_duplicates(["step", "metric"], keep="last")
+    return df.sort_values(["metric", "step"], kind="stable").reset_index(drop=True)
+
+
+def _summary_number(summary: Mapping[str, Any], keys: tuple[str, ...]) -> float:
+    for key in keys:
+        value = _as_number(summary.get(key))
+        if value is not None:
+            return value
+    return math.nan
+
+
+def _final_and_best(steps: pd.DataFrame, metric: str) -> tuple[float, float]:
+    series = steps.loc[steps["metric"] == metric].dropna(subset=["value"]).sort_values("step")["value"]
+    if series.empty:
+        return math.nan, math.nan
+    return float(series.iloc[-1]), float(series.max())
+
+
+def _run_dirs(root: Path, pattern: str) -> list[Path]:
+    if not root.is_dir():
+        raise FileNotFoundError(f"runs root {str(root)!r} is not a directory")
+    dirs = sorted(p for p in root.glob(pattern) if p.is_dir() and (p / "config.json").is_file())
+    if not dirs:
+        raise FileNotFoundError(
+            f"no run directory with a config.json matches {pattern!r} under {str(root)!r}"
+        )
+    return dirs
+
+
+def load_runs(root: str | Path, pattern: str = "*") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Load every run directory under ``root`` whose name matches ``pattern`` (glob).
+
+    ``final_success`` is the last finite ``val/success`` in ``metrics.jsonl``; when the run has no
+    such metric it falls back to ``summary.json``'s ``final_val_success`` / ``val/success`` keys.
+    ``best_success`` likewise (fallback ``best_val_success``).
+
+    Args:
+        root: folder holding run directories (``data/runs``).
+        pattern: glob on the run-directory names, e.g. ``"sokoban__*"``.
+
+    Returns:
+        ``(runs, steps)``: one row per run, and the tidy per-step table (see the module docstring).
+
+    Raises:
+        FileNotFoundError: ``root`` is missing or no directory matches.
+        ValueError: a malformed ``config.json``, ``summary.json`` or ``metrics.jsonl`` (named).
+    """
+    root = Path(root)
+    run_rows, step_frames = [], []
+    for run_dir in _run_dirs(root, pattern):
+        config = _read_json(run_dir / "config.json")
+        summary_path = run_dir / "summary.json"
+        summary = _read_json(summary_path) if summary_path.is_file() else {}
+        metrics_path = run_dir / "metrics.jsonl"
+        steps = (
+            read_metrics_jsonl(metrics_path)
+            if metrics_path.is_file()
+            else pd.DataFrame(
+                {
+                    "step": pd.Series(dtype="int64"),
+                    "metric": pd.Series(dtype=object),
+                    "value": pd.Series(dtype=float),
+                }
+            )
+        )
+        labels = {
+            "env": (config.get("env") or {}).get("name"),
+            "algo": (config.get("trainer") or {}).get("algo"),
+            "condition": filter_condition(config.get("filter") or {}),
+            "seed": config.get("seed"),
+        }
+        final, best = _final_and_best(steps, SUCCESS_METRIC)
+        if math.isnan(final):
+            final = _summary_number(summary, ("final_val_success", SUCCESS_METRIC))
+        if math.isnan(best):
+            best = _summary_number(summary, ("best_val_success",))
+        row = {
+            "run_id": run_dir.name,
+            **labels,
+            "final_success": final,
+            "best_success": best,
+            "last_step": int(steps["step"].max()) if len(steps) else -1,
+        }
+        row.update(flatten(config))
+        row.update(flatten(summary, "summary."))
+        run_rows.append(row)
+        step_frames.append(steps.assign(run_id=run_dir.name, **labels))
+    runs = pd.DataFrame(run_rows)
+    steps = pd.concat(step_frames, ignore_index=True)
+    steps = steps[["run_id", *LABEL_COLUMNS, "step", "metric", "value"]]
+    return runs, steps
+
+
+def load_grad_tables(
+    root: str | Path, pattern: str = "*", filename: str = "grad_analysis*.csv"
+) -> pd.DataFrame:
+    """Concatenate the gradient-analysis CSVs of the matching runs, with ``run_id`` and label columns.
+
+    Expected CSV columns include ``step, bucket, rv_mean, task_norm, kl_norm, entropy_norm, reg_norm,
+    snr`` (see :mod:`ragen2.trainer.grad_analysis`). Runs without such a file are skipped; an error
+    is raised when no matching run has one.
+    """
+    root = Path(root)
+    frames = []
+    required = {"step", "bucket", "rv_mean", "task_norm", "reg_norm"}
+    for run_dir in _run_dirs(root, pattern):
+        config = _read_json(run_dir / "config.json")
+        for csv_path in sorted(run_dir.glob(filename)):
+            table = pd.read_csv(csv_path, dtype={"bucket": str})
+            missing = required - set(table.columns)
+            if missing:
+                raise ValueError(f"{csv_path}: missing column(s) {sorted(missing)}")
+            frames.append(
+                table.assign(
+                    run_id=run_dir.name,
+                    env=(config.get("env") or {}).get("name"),
+                    algo=(config.get("trainer") or {}).get("algo"),
+                    condition=filter_condition(config.get("filter") or {}),
+                    seed=config.get("seed"),
+                    source=csv_path.name,
+                )
+            )
+    if not frames:
+        raise FileNotFoundError(f"no {filename!r} in the runs matching {pattern!r} under {str(root)!r}")
+    return pd.concat(frames, ignore_index=True)
+
+
+def final_values(
+    steps: pd.DataFrame, metrics: list[str] | tuple[str, ...], how: str = "last"
+) -> pd.DataFrame:
+    """One row per run with the final (``how="last"``) or mean-over-run (``"mean"``) value of each metric.
+
+    Non-finite values are ignored; a run without a finite value of a metric gets NaN. Columns:
+    ``run_id`` plus one column per metric (named as the metric).
+    """
+    if how not in ("last", "mean"):
+        raise ValueError(f"how must be 'last' or 'mean', got {how!r}")
+    sub = steps[steps["metric"].isin(metrics)].replace([np.inf, -np.inf], np.nan).dropna(subset=["value"])
+    sub = sub.sort_values(["run_id", "metric", "step"], kind="stable")
+    grouped = sub.groupby(["run_id", "metric"])["value"]
+    agg = grouped.last() if how == "last" else grouped.mean()
+    wide = agg.unstack("metric").reindex(columns=list(metrics))
+    wide = wide.reindex(sorted(steps["run_id"].unique()))
+    wide.columns.name = None
+    return wide.rename_axis("run_id").reset_index()

@@ -1,0 +1,310 @@
+"""Statistics for judging the paper's claims on a few seeds: paired tests, rank correlation, verdicts.
+
+- :func:`paired_test`: ``a`` and ``b`` measured on the same seeds (e.g. top-p vs no filter). The
+  difference ``d = a - b`` is summarised by its mean, std, wins/losses/ties, a two-sided sign test,
+  a two-sided Wilcoxon signed-rank test and a percentile bootstrap CI of the mean.
+- :func:`spearman`: Spearman's rho with its two-sided p-value and a percentile bootstrap CI
+  (resampling runs).
+- :func:`decide`: the verdict rule used by every claims table (see its docstring).
+- :func:`pair_by_seed`: turns a runs table into the paired arrays the tests take.
+
+All bootstraps use their own seeded generator, so results are the same on every call.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+VERDICTS = ("agree", "disagree", "inconclusive")
+DIRECTIONS = ("greater", "less")
+
+
+@dataclass(frozen=True)
+class PairedResult:
+    """Summary of ``d = a - b`` over paired seeds."""
+
+    mean_diff: float
+    std_diff: float
+    """Sample std (ddof 1); NaN for a single pair."""
+    n: int
+    wins: int
+    """Pairs with ``a > b``."""
+    losses: int
+    ties: int
+    sign_p: float
+    """Two-sided exact binomial test of wins vs losses (ties dropped); 1.0 when all pairs tie."""
+    wilcoxon_p: float
+    """Two-sided Wilcoxon signed-rank p (zero differences dropped); 1.0 when all pairs tie."""
+    t_p: float
+    """Two-sided paired t-test p; NaN for one pair or when every difference is the same."""
+    ci_low: float
+    ci_high: float
+    ci_level: float
+
+    def as_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+    def summary(self, scale: float = 1.0, unit: str = "") -> str:
+        """One-line evidence text, e.g. ``diff +3.1 [+0.4, +5.9] (95% CI), wins 5/6, sign p=0.22, ...``."""
+        u = f" {unit}" if unit else ""
+        return (
+            f"diff {self.mean_diff * scale:+.3g}{u} "
+            f"[{self.ci_low * scale:+.3g}, {self.ci_high * scale:+.3g}] "
+            f"({self.ci_level:.0%} CI), wins {self.wins}/{self.n} (ties {self.ties}), "
+            f"sign p={self.sign_p:.3g}, Wilcoxon p={self.wilcoxon_p:.3g}, t p={self.t_p:.3g}, "
+            f"n={self.n} paired seeds"
+        )
+
+
+@dataclass(frozen=True)
+class SpearmanResult:
+    rho: float
+    p: float
+    n: int
+    ci_low: float
+    ci_high: float
+    ci_level: float
+
+    def as_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+    def summary(self) -> str:
+        """One-line evidence text, e.g. ``rho +0.41 [+0.05, +0.70] (95% CI), p=0.031, n=24 runs``."""
+        return (
+            f"rho {self.rho:+.2f} [{self.ci_low:+.2f}, {self.ci_high:+.2f}] ({self.ci_level:.0%} CI), "
+            f"p={self.p:.3g}, n={self.n} runs"
+        )
+
+
+def _vector(values, name: str) -> np.ndarray:
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    return arr
+
+
+def _check_ci(ci: float, n_boot: int) -> None:
+    if not 0 < ci < 1:
+        raise ValueError(f"ci must be in (0, 1), got {ci!r}")
+    if n_boot < 1:
+        raise ValueError(f"n_boot must be >= 1, got {n_boot!r}")
+
+
+def bootstrap_mean_ci(
+    values, *, n_boot: int = 10_000, ci: float = 0.95, seed: int = 0
+) -> tuple[float, float]:
+    """Percentile bootstrap CI of the mean of ``values`` (resampled with replacement)."""
+    x = _vector(values, "values")
+    _check_ci(ci, n_boot)
+    if x.size == 0:
+        raise ValueError("values is empty")
+    rng = np.random.default_rng(seed)
+    means = x[rng.integers(0, x.size, size=(n_boot, x.size))].mean(axis=1)
+    tail = (1 - ci) / 2
+    return float(np.quantile(means, tail)), float(np.quantile(means, 1 - tail))
+
+
+def paired_test(a, b, *, n_boot: int = 10_000, ci: float = 0.95, seed: int = 0) -> PairedResult:
+    """Compare ``a`` with ``b`` measured on the same seeds (``a[i]`` pairs with ``b[i]``).
+
+    Args:
+        a, b: equal-length sequences of finite numbers (at least one pair).
+        n_boot: bootstrap resamples for the CI of the mean difference.
+        ci: CI level.
+        seed: seed of the bootstrap generator.
+
+    Returns:
+        A :class:`PairedResult` for ``d = a - b``.
+
+    Note:
+        The rank tests cannot reach p < 0.05 with few pairs: with no ties the smallest two-sided
+        p is ``2 / 2**n`` for both the sign test and the exact Wilcoxon test, i.e. 0.125 at n = 4,
+        0.0625 at n = 5 and 0.031 at n = 6. Plan at least 6 paired seeds per cell for a rank-test
+        verdict; the paired t-test (``t_p``) assumes roughly normal differences. The percentile
+        bootstrap CI is too narrow for very small n (it cannot extend past the observed extremes).
+    """
+    x, y = _vector(a, "a"), _vector(b, "b")
+    if x.size != y.size:
+        raise ValueError(f"a and b must pair up: lengths {x.size} and {y.size}")
+    if x.size == 0:
+        raise ValueError("paired_test needs at least one pair, got none")
+    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
+        raise ValueError(f"a and b must be finite; a={x.tolist()}, b={y.tolist()}")
+    d = x - y
+    wins, losses = int((d > 0).sum()), int((d < 0).sum())
+    ties = int(d.size - wins - losses)
+    sign_p = float(sps.binomtest(wins, wins + losses, 0.5).pvalue) if wins + losses else 1.0
+    nonzero = d[d != 0]
+    if nonzero.size == 0:
+        wilcoxon_p = 1.0
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # small-sample notes from scipy
+            wilcoxon_p = float(sps.wilcoxon(nonzero, alternative="two-sided").pvalue)
+    if d.size > 1 and np.ptp(d) > 0:
+        t_p = float(sps.ttest_rel(x, y).pvalue)
+    else:
+        t_p = math.nan
+    low, high = bootstrap_mean_ci(d, n_boot=n_boot, ci=ci, seed=seed)
+    return PairedResult(
+        mean_diff=float(d.mean()),
+        std_diff=float(d.std(ddof=1)) if d.size > 1 else math.nan,
+        n=int(d.size),
+        wins=wins,
+        losses=losses,
+        ties=ties,
+        sign_p=sign_p,
+        wilcoxon_p=wilcoxon_p,
+        t_p=t_p,
+        ci_low=low,
+        ci_high=high,
+        ci_level=ci,
+    )
+
+
+def _rho(x: np.ndarray, y: np.ndarray) -> float:
+    if np.all(x == x[0]) or np.all(y == y[0]):
+        return math.nan
+    rx, ry = sps.rankdata(x), sps.rankdata(y)
+    return float(np.corrcoef(rx, ry)[0, 1])
+
+
+def _rho_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Spearman's rho of each row pair of ``x`` and ``y`` (NaN where a row is constant)."""
+    rx = sps.rankdata(x, axis=1)
+    ry = sps.rankdata(y, axis=1)
+    rx -= rx.mean(axis=1, keepdims=True)
+    ry -= ry.mean(axis=1, keepdims=True)
+    denom = np.sqrt((rx**2).sum(axis=1) * (ry**2).sum(axis=1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(denom > 0, (rx * ry).sum(axis=1) / np.where(denom > 0, denom, 1.0), np.nan)
+
+
+def spearman(
+    x, y, *, nan_policy: str = "raise", n_boot: int = 10_000, ci: float = 0.95, seed: int = 0
+) -> SpearmanResult:
+    """Spearman's rank correlation of ``x`` and ``y`` with p-value and bootstrap CI.
+
+    Args:
+        x, y: equal-length sequences (one entry per run).
+        nan_policy: ``raise`` (any non-finite value is an error) or ``omit`` (drop those pairs).
+        n_boot, ci, seed: percentile bootstrap over runs; resamples whose rank correlation is
+            undefined (a constant side) are skipped.
+
+    Returns:
+        :class:`SpearmanResult`; ``rho`` and ``p`` are NaN when either side is constant.
+    """
+    xs, ys = _vector(x, "x"), _vector(y, "y")
+    if xs.size != ys.size:
+        raise ValueError(f"x and y must have equal length: {xs.size} and {ys.size}")
+    if nan_policy not in ("raise", "omit"):
+        raise ValueError(f"nan_policy must be 'raise' or 'omit', got {nan_policy!r}")
+    _check_ci(ci, n_boot)
+    ok = np.isfinite(xs) & np.isfinite(ys)
+    if not ok.all():
+        if nan_policy == "raise":
+            raise ValueError(
+                f"{int((~ok).sum())} non-finite pair(s) at index {np.flatnonzero(~ok).tolist()}; "
+                "pass nan_policy='omit' to drop them"
+            )
+        xs, ys = xs[ok], ys[ok]
+    if xs.size < 3:
+        raise ValueError(f"spearman needs at least 3 finite pairs, got {xs.size}")
+    rho = _rho(xs, ys)
+    if math.isnan(rho):
+        p = math.nan
+    else:
+        p = float(sps.spearmanr(xs, ys).pvalue)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, xs.size, size=(n_boot, xs.size))
+    boots = _rho_rows(xs[idx], ys[idx])
+    boots = boots[np.isfinite(boots)]
+    tail = (1 - ci) / 2
+    low, high = (
+        (float(np.quantile(boots, tail)), float(np.quantile(boots, 1 - tail)))
+        if boots.size
+        else (math.nan, math.nan)
+    )
+    return SpearmanResult(rho=rho, p=p, n=int(xs.size), ci_low=low, ci_high=high, ci_level=ci)
+
+
+def decide(
+    stat: float,
+    p: float,
+    direction: str,
+    alpha: float = 0.05,
+    *,
+    ci: tuple[float, float] | None = None,
+    paper_effect: float | None = None,
+) -> str:
+    """The verdict on one claim from one test.
+
+    Rule (applied in this order):
+
+    1. ``agree``: ``p < alpha`` and ``stat`` lies on the paper's side of 0 (``direction`` =
+       ``"greater"`` means the paper reports a positive effect, ``"less"`` a negative one).
+    2. ``disagree``: ``p < alpha`` with ``stat`` on the opposite side; or, when ``ci`` and
+       ``paper_effect`` are both given, the CI excludes the paper's effect size (our data rule out
+       an effect as large as the paper's, although no significant effect was found either way).
+    3. ``inconclusive``: otherwise (including NaN ``stat``/``p`` and ``stat == 0``).
+
+    A significant effect in the paper's direction counts as agreement even if its size differs
+    from the paper's; the evidence text should give both numbers.
+
+    Args:
+        stat: the effect (mean paired difference, rho, ...); its sign is compared with ``direction``.
+        p: two-sided p-value of the test of no effect.
+        direction: ``greater`` | ``less``.
+        alpha: significance level in (0, 1).
+        ci: optional ``(low, high)`` interval for the effect.
+        paper_effect: optional effect size the paper reports, on the same scale as ``stat``.
+    """
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+    if not math.isnan(p) and not 0 <= p <= 1:
+        raise ValueError(f"p must be in [0, 1], got {p!r}")
+    sign = 1.0 if direction == "greater" else -1.0
+    if not (math.isnan(stat) or math.isnan(p)) and p < alpha and stat != 0:
+        return "agree" if stat * sign > 0 else "disagree"
+    if ci is not None and paper_effect is not None:
+        low, high = ci
+        if low > high:
+            raise ValueError(f"ci must be (low, high) with low <= high, got {ci!r}")
+        if not (math.isnan(low) or math.isnan(high)) and not low <= paper_effect <= high:
+            return "disagree"
+    return "inconclusive"
+
+
+def pair_by_seed(
+    df: pd.DataFrame, value: str, condition_col: str, a: str, b: str, pair_on: str = "seed"
+) -> pd.DataFrame:
+    """Rows of ``df`` with condition ``a`` and ``b`` joined on ``pair_on``.
+
+    Returns:
+        A DataFrame indexed by ``pair_on`` with columns ``a`` and ``b`` (named by the condition
+        values) and ``diff = a - b``, only for keys present in both conditions (sorted).
+
+    Raises:
+        ValueError: a missing column, or a key that occurs twice within one condition.
+    """
+    for col in (value, condition_col, pair_on):
+        if col not in df.columns:
+            raise ValueError(f"column {col!r} not in the table (columns: {list(df.columns)})")
+    sides = {}
+    for cond in (a, b):
+        part = df[df[condition_col] == cond]
+        dup = part[pair_on][part[pair_on].duplicated()].tolist()
+        if dup:
+            raise ValueError(f"{pair_on} value(s) {dup} occur twice under {condition_col}={cond!r}")
+        sides[cond] = part.set_index(pair_on)[value]
+    joined = pd.concat([sides[a].rename(a), sides[b].rename(b)], axis=1, join="inner").sort_index()
+    joined["diff"] = joined[a] - joined[b]
+    return joined

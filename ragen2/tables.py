@@ -1,0 +1,209 @@
+"""The paper's tables from run results, and the paper's own numbers (package data) to set beside them.
+
+- :func:`main_table`: rows = algorithm (PPO, DAPO, GRPO, Dr. GRPO), columns = env (+ Average); each
+  cell holds the no-filter success and the gain from filtering (paired by seed), mean ± std over
+  seeds and the seed counts, in percent.
+- :func:`main_table_vs_paper`: the same numbers in long form with the paper's beside them.
+- :func:`paper_main_table`, :func:`paper_reference_values`: the paper's main table and its C2
+  Spearman values, read from ``ragen2/data/`` (facts copied from the paper, with their header).
+"""
+
+from __future__ import annotations
+
+import math
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ragen2.stats import pair_by_seed
+
+ALGO_LABELS = {"ppo": "PPO", "dapo": "DAPO", "grpo": "GRPO", "dr_grpo": "Dr. GRPO"}
+"""``trainer.algo`` -> the paper's row label (also the row order)."""
+ENV_LABELS = {
+    "sokoban": "Sokoban",
+    "frozenlake": "FrozenLake",
+    "metamathqa": "MetaMathQA",
+    "countdown": "Countdown",
+    "webshop": "WebShop",
+    "searchqa": "SearchQA",
+    "deepcoder": "DeepCoder",
+    "bandit": "Bandit",
+}
+"""Registry env name -> the paper's column label (also the column order)."""
+PAPER_VARIANT_ALGO = {"PPO Qwen2.5-3B": "PPO", "DAPO": "DAPO", "GRPO": "GRPO", "Dr. GRPO": "Dr. GRPO"}
+"""Rows of the paper's table that are the algorithm comparison (all Qwen2.5-3B)."""
+STATS = ("no_filter_mean", "no_filter_std", "n_no_filter", "gain_mean", "gain_std", "n_pairs")
+"""The numbers in each cell of :func:`main_table`."""
+AVERAGE = "Average"
+
+
+def _data_path(name: str) -> Path:
+    return Path(str(resources.files("ragen2") / "data" / name))
+
+
+def paper_main_table(path: str | Path | None = None) -> pd.DataFrame:
+    """The paper's main table (``group, variant, env, no_filter, gain``; percent / points)."""
+    path = Path(path) if path is not None else _data_path("paper_main_table.csv")
+    table = pd.read_csv(path, comment="#")
+    expected = ["group", "variant", "env", "no_filter", "gain"]
+    if list(table.columns) != expected:
+        raise ValueError(f"{path}: columns must be {expected}, got {list(table.columns)}")
+    return table
+
+
+def paper_reference_values() -> pd.DataFrame:
+    """The paper's C2 Spearman rho of each metric vs final success (``metric, label, paper_rho``).
+
+    ``metric`` is the proxy name of :func:`ragen2.metrics.mi_proxies`, logged per step as
+    ``collapse_<family>/<metric>``.
+    """
+    return pd.read_csv(_data_path("paper_spearman_c2.csv"), comment="#")
+
+
+def _mean_std(values: np.ndarray) -> tuple[float, float]:
+    if values.size == 0:
+        return math.nan, math.nan
+    return float(values.mean()), float(values.std(ddof=1)) if values.size > 1 else math.nan
+
+
+def _cell(no_filter: pd.Series, pairs: pd.DataFrame, scale: float) -> dict[str, float]:
+    nf_mean, nf_std = _mean_std(no_filter.to_numpy(float) * scale)
+    gain_mean, gain_std = _mean_std(pairs["diff"].to_numpy(float) * scale)
+    return {
+        "no_filter_mean": nf_mean,
+        "no_filter_std": nf_std,
+        "n_no_filter": int(no_filter.size),
+        "gain_mean": gain_mean,
+        "gain_std": gain_std,
+        "n_pairs": int(len(pairs)),
+    }
+
+
+def _ordered(values, labels: dict[str, str]) -> list[str]:
+    known = [k for k in labels if k in set(values)]
+    return known + sorted(set(values) - set(known))
+
+
+def main_table(
+    runs_df: pd.DataFrame,
+    *,
+    value: str = "final_success",
+    filtered: str = "top_p",
+    baseline: str = "none",
+    scale: float = 100.0,
+    average: bool = True,
+) -> pd.DataFrame:
+    """The paper's main table from one row per run.
+
+    For each (algorithm, env): the no-filter success (mean ± std over the baseline runs) and the
+    gain from filtering (mean ± std of ``filtered - baseline`` over seeds run in both conditions).
+    The ``Average`` column averages each seed over all envs shown, using only seeds that have every
+    env (baseline runs for the no-filter part, pairs for the gain). Runs whose ``value`` is NaN are
+    left out.
+
+    Args:
+        runs_df: columns ``algo, env, condition, seed`` and ``value`` (from ``load_runs``).
+        value: the success column (fractions in [0, 1] with ``scale=100`` -> percent).
+        filtered, baseline: the two ``condition`` labels compared.
+        scale: multiplies every success value (100: fraction -> percent).
+        average: add the ``Average`` column.
+
+    Returns:
+        Index ``algorithm`` (PPO, DAPO, GRPO, Dr. GRPO, then others), columns MultiIndex
+        ``(env label, stat)`` with stats :data:`STATS`.
+    """
+    missing = [c for c in ("algo", "env", "condition", "seed", value) if c not in runs_df.columns]
+    if missing:
+        raise ValueError(f"runs_df lacks column(s) {missing}")
+    data = runs_df.dropna(subset=[value])
+    data = data[data["condition"].isin([filtered, baseline])]
+    if data.empty:
+        raise ValueError(f"no runs with a {value!r} under condition {filtered!r} or {baseline!r}")
+    algos = _ordered(data["algo"].unique(), ALGO_LABELS)
+    envs = _ordered(data["env"].unique(), ENV_LABELS)
+    rows = {}
+    for algo in algos:
+        cells: dict[tuple[str, str], float] = {}
+        per_env_nf, per_env_pairs = {}, {}
+        for env in envs:
+            part = data[(data["algo"] == algo) & (data["env"] == env)]
+            no_filter = part.loc[part["condition"] == baseline, ["seed", value]].set_index("seed")[value]
+            pairs = pair_by_seed(part, value, "condition", filtered, baseline)
+            per_env_nf[env], per_env_pairs[env] = no_filter, pairs["diff"]
+            for stat, number in _cell(no_filter, pairs, scale).items():
+                cells[(ENV_LABELS.get(env, env), stat)] = number
+        if average:
+            nf = pd.concat(per_env_nf, axis=1).dropna().mean(axis=1)
+            gain = pd.concat(per_env_pairs, axis=1).dropna().mean(axis=1).rename("diff").to_frame()
+            for stat, number in _cell(nf, gain, scale).items():
+                cells[(AVERAGE, stat)] = number
+        rows[ALGO_LABELS.get(algo, algo)] = cells
+    table = pd.DataFrame.from_dict(rows, orient="index")
+    table.columns = pd.MultiIndex.from_tuples(table.columns, names=["env", "stat"])
+    table.index.name = "algorithm"
+    for col in table.columns:
+        if col[1].startswith("n_"):
+            table[col] = table[col].astype(int)
+    return table
+
+
+def format_main_table(table: pd.DataFrame, digits: int = 1) -> pd.DataFrame:
+    """Cells as text in the paper's style: ``12.9 ± 1.0 (+16.0 ± 2.0) n=4/4`` (n = no-filter/pairs)."""
+
+    def fmt(x: float, sign: bool = False) -> str:
+        if math.isnan(x):
+            return "–"
+        return f"{x:+.{digits}f}" if sign else f"{x:.{digits}f}"
+
+    out = {}
+    for env in table.columns.get_level_values("env").unique():
+        c = table[env]
+        out[env] = [
+            f"{fmt(r.no_filter_mean)} ± {fmt(r.no_filter_std)} ({fmt(r.gain_mean, True)} ± "
+            f"{fmt(r.gain_std)}) n={r.n_no_filter}/{r.n_pairs}"
+            for r in c.itertuples()
+        ]
+    return pd.DataFrame(out, index=table.index)
+
+
+def main_table_vs_paper(ours: pd.DataFrame, paper_csv_path: str | Path | None = None) -> pd.DataFrame:
+    """Our main table beside the paper's, one row per (algorithm, env).
+
+    Args:
+        ours: the output of :func:`main_table`.
+        paper_csv_path: the paper's table (default: the package copy of ``paper_main_table.csv``);
+            only its algorithm-comparison rows (:data:`PAPER_VARIANT_ALGO`) are used.
+
+    Returns:
+        Index ``(algorithm, env)`` (the union of ours and the paper's, paper order first); columns
+        ``ours_<stat>`` for :data:`STATS`, ``paper_no_filter``, ``paper_gain`` and
+        ``delta_no_filter`` / ``delta_gain`` (ours - paper). Cells one side lacks are NaN.
+    """
+    paper = paper_main_table(paper_csv_path)
+    paper = paper[paper["variant"].isin(PAPER_VARIANT_ALGO)].assign(
+        algorithm=lambda d: d["variant"].map(PAPER_VARIANT_ALGO)
+    )
+    paper = paper.set_index(["algorithm", "env"])[["no_filter", "gain"]].add_prefix("paper_")
+    long = ours.stack("env", future_stack=True)
+    long = long.add_prefix("ours_")
+    long.columns.name = None
+    joined = paper.join(long, how="outer")
+    joined.index.names = ["algorithm", "env"]
+    ranks = {
+        "algorithm": {a: i for i, a in enumerate(ALGO_LABELS.values())},
+        "env": {e: i for i, e in enumerate([*ENV_LABELS.values(), AVERAGE])},
+    }
+    joined = joined.sort_index(
+        key=lambda idx: pd.Index([(ranks[idx.name].get(v, len(ranks[idx.name])), str(v)) for v in idx])
+    )
+    joined["delta_no_filter"] = joined["ours_no_filter_mean"] - joined["paper_no_filter"]
+    joined["delta_gain"] = joined["ours_gain_mean"] - joined["paper_gain"]
+    columns = [f"ours_{s}" for s in STATS] + [
+        "paper_no_filter",
+        "paper_gain",
+        "delta_no_filter",
+        "delta_gain",
+    ]
+    return joined[columns]
