@@ -1,0 +1,44 @@
+"""Speed benchmarks of ragen2, each a ratio against a baseline timed in the same process.
+
+``python -m ragen2.bench [--quick] [--json] [--threads N] [--only NAME ...] [--cache-dir DIR] [--out FILE]``
+
+Figures (each the median over repetitions of a per-repetition ratio; candidate and baseline
+repetitions alternate so that machine noise hits both):
+
+- ``rollout_speedup_vs_generate``: tokens/s of :func:`ragen2.rollout.collect_rollouts` over tokens/s
+  of a plain per-turn ``model.generate`` loop (:func:`ragen2.bench.baseline.generate_loop`) on the
+  same model, batch, environment, prompts and number of turns (1.0 = no overhead);
+- ``grpo_step_speedup_vs_trl``: seconds of a TRL ``GRPOTrainer`` step (ragen2's adapter, filter off)
+  over seconds of a ragen2 GRPO step, rollout + update each, same rollouts, tokens and turns;
+- ``mi_cost_fraction_of_step``: seconds of one collapse-diagnostics pass (both families) over one
+  training step of the CPU default config (PPO);
+- ``update_time_ratio_at_half_keep``: update-phase seconds when the filter keeps half the groups
+  over keeping all of them, same batch;
+- ``scoring_speedup_vs_naive``: seconds of ``naive_cross_logprobs`` over ``cross_logprobs``.
+
+With ``--json`` the last line of output is one JSON object: every figure under its name, and
+``details`` (per figure: ``median``, ``min``, ``max``, ``baseline_s``, ``candidate_s``, the runs and
+the sizes), ``targets`` (the issue's target per figure and whether it was met), ``machine`` (CPU
+model, cores, torch threads, load average, versions), ``sizes`` and ``seconds_total``.
+"""
+
+from ragen2.bench.cases import (
+    BENCHMARKS,
+    FULL,
+    QUICK,
+    TARGETS,
+    BenchSizes,
+    Shape,
+    bench_grpo_step,
+    bench_mi_fraction,
+    bench_rollout,
+    bench_scoring,
+    bench_update_half_keep,
+    make_context,
+    run_benchmarks,
+)
+from ragen2.bench.timing import Comparison, Sample, interleave, machine_info
+
+__all__ = ["BENCHMARKS", "FULL", "QUICK", "TARGETS", "BenchSizes", "Comparison", "Sample", "Shape",
+           "bench_grpo_step", "bench_mi_fraction", "bench_rollout", "bench_scoring", "bench_update_half_keep",
+           "interleave", "machine_info", "make_context", "run_benchmarks"]

@@ -1,0 +1,68 @@
+"""``python -m ragen2.bench``: run the benchmarks (see :mod:`ragen2.bench`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+               "HF_HUB_DISABLE_TELEMETRY": "1", "TRL_EXPERIMENTAL_SILENCE": "1",
+               "TOKENIZERS_PARALLELISM": "false"}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m ragen2.bench", description=__doc__)
+    p.add_argument("--quick", action="store_true", help="small sizes, about a minute in all")
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object on the last line")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch intra-op threads (default 1: on a shared 2-core machine more threads "
+                        "make small ops several times slower)")
+    p.add_argument("--only", nargs="+", default=None, metavar="NAME", help="run only these figures")
+    p.add_argument("--cache-dir", type=Path, default=Path("data/cache/bench"),
+                   help="where the tiny policy is built and cached")
+    p.add_argument("--out", type=Path, default=None, help="also write the JSON report to this file")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.threads < 1:
+        raise SystemExit(f"--threads must be >= 1, got {args.threads}")
+    for key, value in OFFLINE_ENV.items():
+        os.environ.setdefault(key, value)
+    import logging
+
+    import torch
+    import transformers
+
+    torch.set_num_threads(args.threads)
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    logging.getLogger("accelerate").setLevel(logging.ERROR)
+
+    from ragen2.bench.cases import BENCHMARKS, FULL, QUICK, run_benchmarks
+
+    only = tuple(args.only) if args.only else BENCHMARKS
+    unknown = [name for name in only if name not in BENCHMARKS]
+    if unknown:
+        raise SystemExit(f"unknown benchmark(s) {unknown}; known: {list(BENCHMARKS)}")
+    report = run_benchmarks(QUICK if args.quick else FULL, args.cache_dir, only=only,
+                            log=lambda line: print(line, file=sys.stderr if args.json else sys.stdout, flush=True))
+    report["mode"] = "quick" if args.quick else "full"
+    text = json.dumps(report, sort_keys=False)
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=2) + "\n")
+    if args.json:
+        print(text, flush=True)
+    else:
+        for name in only:
+            print(f"{name} = {report[name]:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

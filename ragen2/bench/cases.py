@@ -1,0 +1,416 @@
+"""The five benchmark figures and the sizes they run at.
+
+Each ``bench_*`` function returns a :class:`ragen2.bench.timing.Comparison` whose per-repetition
+ratio is the figure; :func:`run_benchmarks` runs the requested ones and assembles the report.
+Everything uses the tiny CPU default policy (random init, default :class:`PolicyConfig`) on
+FrozenLake, the CPU default environment.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragen2.bench.baseline import generate_loop
+from ragen2.bench.steps import (
+    Ragen2Stepper,
+    TrlStepSettings,
+    run_trl_interleaved,
+    trl_summary,
+    with_response_reasoning,
+)
+from ragen2.bench.timing import Comparison, Sample, interleave, load_average, machine_info, timed
+from ragen2.config import CollapseConfig, EnvConfig, PolicyConfig, RolloutConfig, RunConfig, WarmStartConfig
+from ragen2.filter import FilterConfig
+
+ENV_NAME = "frozenlake"
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Rollout shape of one benchmark."""
+
+    groups: int
+    group_size: int
+    max_turns: int
+    """0 = the environment's default (5 for FrozenLake)."""
+    max_new_tokens: int
+
+
+@dataclass(frozen=True)
+class BenchSizes:
+    """How big each benchmark is and how often it repeats."""
+
+    rollout: Shape
+    grpo: Shape
+    grpo_micro_batch: int
+    mi: Shape
+    """The MI pass and the CPU-default training step it is compared with."""
+    mi_num_samples: int
+    update: Shape
+    scoring_prompts: int
+    scoring_reasonings: int
+    scoring_reasoning_tokens: int
+    reps: int
+    warmup: int
+    step_reps: int
+    """Repetitions of the benchmarks that run training steps or updates (grpo, update)."""
+    step_warmup: int
+    mi_reps: int
+    """Repetitions of the MI benchmark (each one a CPU-default training step plus an MI pass)."""
+    mi_warmup: int
+    update_variants: bool
+    """Also time the half-keep update with ``filter.regularize_kept_only=True`` (reported in details)."""
+
+
+QUICK = BenchSizes(
+    rollout=Shape(2, 4, 2, 16), grpo=Shape(2, 2, 2, 16), grpo_micro_batch=4, mi=Shape(2, 2, 2, 16),
+    mi_num_samples=4, update=Shape(2, 2, 2, 16), scoring_prompts=2, scoring_reasonings=8,
+    scoring_reasoning_tokens=16, reps=3, warmup=1, step_reps=3, step_warmup=1, mi_reps=3, mi_warmup=1,
+    update_variants=False)
+"""About a minute in all on the shared 2-core machine; sizes far below the paper's."""
+
+FULL = BenchSizes(
+    rollout=Shape(4, 8, 3, 24), grpo=Shape(4, 4, 3, 24), grpo_micro_batch=8, mi=Shape(8, 16, 0, 16),
+    mi_num_samples=64, update=Shape(4, 4, 3, 24), scoring_prompts=8, scoring_reasonings=32,
+    scoring_reasoning_tokens=24, reps=3, warmup=1, step_reps=3, step_warmup=1, mi_reps=2, mi_warmup=1,
+    update_variants=True)
+"""The MI pass at the paper's shape (8 prompts x 16 samples, 64 pairs per family)."""
+
+TARGETS: dict[str, tuple[str, float]] = {
+    "rollout_speedup_vs_generate": (">=", 0.9),
+    "grpo_step_speedup_vs_trl": (">=", 2.0),
+    "mi_cost_fraction_of_step": ("<=", 0.25),
+    "update_time_ratio_at_half_keep": ("<=", 0.65),
+    "scoring_speedup_vs_naive": (">=", 3.0),
+}
+"""The issue's targets for this machine (reported beside each figure, never used to tune it)."""
+
+
+@dataclass
+class BenchContext:
+    """Shared by the benchmarks of one process: the policy path and its loaded model."""
+
+    policy_path: Path
+    model: Any
+    tokenizer: Any
+
+
+def make_context(cache_dir: Path) -> BenchContext:
+    """Build (or reuse) the tiny CPU default policy in ``cache_dir`` and load it on the CPU."""
+    from ragen2.policy import load_policy, resolve_policy
+
+    path = resolve_policy(PolicyConfig(), [ENV_NAME], Path(cache_dir))
+    model, tokenizer = load_policy(path, device="cpu")
+    return BenchContext(path, model, tokenizer)
+
+
+def run_config(shape: Shape, **trainer: Any) -> RunConfig:
+    """The CPU default :class:`RunConfig` on CPU, no warm start, with ``shape`` and trainer overrides."""
+    base = RunConfig()
+    rollout = dataclasses.replace(base.rollout, env_groups=shape.groups, group_size=shape.group_size,
+                                  max_turns=shape.max_turns, max_new_tokens=shape.max_new_tokens)
+    return dataclasses.replace(
+        base, env=EnvConfig(name=ENV_NAME), policy=dataclasses.replace(base.policy, device="cpu"),
+        warm_start=WarmStartConfig(steps=0), rollout=rollout,
+        trainer=dataclasses.replace(base.trainer, **trainer), collapse=CollapseConfig(enabled=False))
+
+
+def shape_dict(shape: Shape) -> dict[str, int]:
+    return dataclasses.asdict(shape)
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. rollout: collect_rollouts against a plain model.generate loop
+# ---------------------------------------------------------------------------------------------
+class _CountingBackend:
+    """Wraps a generation backend and counts the new tokens it returns."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.tokens = 0
+
+    def generate(self, prompts_ids, max_new_tokens, temperature, seed, *, greedy=False):
+        out = self.inner.generate(prompts_ids, max_new_tokens, temperature, seed, greedy=greedy)
+        self.tokens += sum(len(ids) for ids in out)
+        return out
+
+
+def bench_rollout(ctx: BenchContext, shape: Shape, *, reps: int, warmup: int) -> Comparison:
+    """Tokens/s of :func:`ragen2.rollout.collect_rollouts` over tokens/s of :func:`generate_loop`."""
+    from ragen2.rollout import collect_rollouts, make_backend
+
+    rc = RolloutConfig(env_groups=shape.groups, group_size=shape.group_size, max_turns=shape.max_turns,
+                       max_new_tokens=shape.max_new_tokens)
+    seeds = list(range(10_000, 10_000 + shape.groups))
+    calls = {"n": 0}
+
+    def candidate() -> Sample:
+        calls["n"] += 1
+        backend = _CountingBackend(make_backend(rc.backend, ctx.model, ctx.tokenizer))
+
+        def run() -> float:
+            collect_rollouts(ctx.model, ctx.tokenizer, EnvConfig(name=ENV_NAME), rc, seeds,
+                             group_size=shape.group_size, temperature=1.0, seed=calls["n"], backend=backend)
+            return backend.tokens
+        return timed(run)
+
+    def baseline() -> Sample:
+        calls["n"] += 1
+        return timed(lambda: generate_loop(ctx.model, ctx.tokenizer, EnvConfig(name=ENV_NAME), rc, seeds,
+                                           group_size=shape.group_size, temperature=1.0, seed=calls["n"]))
+
+    comparison = interleave("throughput", baseline, candidate, reps=reps, warmup=warmup)
+    comparison.extra.update(shape=shape_dict(shape), baseline_name="model.generate loop",
+                            candidate_name="collect_rollouts (HFBackend, shared prefill)")
+    return comparison
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. GRPO step: ragen2 against TRL's GRPOTrainer (same rollout adapter)
+# ---------------------------------------------------------------------------------------------
+def bench_grpo_step(ctx: BenchContext, shape: Shape, micro_batch: int, *, reps: int, warmup: int) -> Comparison:
+    """A TRL GRPO step's seconds over a ragen2 GRPO step's seconds (rollout + update each)."""
+    rows = shape.groups * shape.group_size
+    cfg = run_config(shape, algo="grpo", mini_batch_size=rows, micro_batch_size=micro_batch, kl_coef=0.0)
+    cfg = dataclasses.replace(cfg, filter=FilterConfig(strategy="none", loss_scaling="none"))
+    stepper = Ragen2Stepper(cfg, ctx.policy_path)
+    phases: list[tuple[float, float]] = []
+
+    def ragen2_step() -> float:
+        times = stepper.step()
+        phases.append((times.rollout_s, times.update_s))
+        return times.total_s
+
+    settings = TrlStepSettings(env_name=ENV_NAME, prompts_per_step=shape.groups, group_size=shape.group_size,
+                               max_turns=shape.max_turns, max_new_tokens=shape.max_new_tokens,
+                               micro_batch_size=micro_batch, max_context_tokens=cfg.rollout.max_context_tokens,
+                               learning_rate=cfg.trainer.actor_lr)
+    trl_s, ragen2_s = run_trl_interleaved(ctx.policy_path, settings, ragen2_step, reps=reps, warmup=warmup)
+    comparison = Comparison("speedup")
+    for base, cand in zip(trl_s, ragen2_s):
+        comparison.add(Sample(base), Sample(cand))
+    timed_phases = phases[warmup:]
+    comparison.extra.update(
+        shape=shape_dict(shape), micro_batch_size=micro_batch, trl=trl_summary(settings),
+        baseline_name="trl GRPOTrainer step (SNRFilterGRPOTrainer, filter off, ragen2 rollout_func)",
+        candidate_name="ragen2 GRPO step (collect_rollouts + prepare_update_batch + update_actor)",
+        trl_step_s=float(np.median(trl_s)), ragen2_step_s=float(np.median(ragen2_s)),
+        ragen2_rollout_s=float(np.median([p[0] for p in timed_phases])),
+        ragen2_update_s=float(np.median([p[1] for p in timed_phases])))
+    return comparison
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. MI pass as a fraction of a CPU-default training step
+# ---------------------------------------------------------------------------------------------
+def bench_mi_fraction(ctx: BenchContext, shape: Shape, num_samples: int, *, reps: int,
+                      warmup: int) -> Comparison:
+    """Seconds of one collapse-diagnostics pass (both families) over one CPU-default training step.
+
+    The step is the CPU default config (PPO with a critic, mini-batch 32, micro-batch 8, top-p 1.0
+    filter) at ``shape``. The MI pass is :func:`ragen2.metrics.collapse.collapse_metrics` on that
+    step's own rollout batch, with every response standing in as its reasoning
+    (:func:`with_response_reasoning`), as the loop computes it (``num_samples`` pairs per family).
+    """
+    from ragen2.metrics.collapse import collapse_metrics
+
+    cfg = run_config(shape)
+    stepper = Ragen2Stepper(cfg, ctx.policy_path)
+    collapse_cfg = CollapseConfig(num_samples=num_samples)
+    state: dict[str, Any] = {"batch": None, "step_phases": [], "mi_metrics": None}
+
+    def step() -> Sample:
+        times = stepper.step()
+        state["batch"] = with_response_reasoning(times.rollout, ctx.tokenizer)
+        state["step_phases"].append((times.rollout_s, times.update_s))
+        return Sample(times.total_s)
+
+    def mi_pass() -> Sample:
+        if state["batch"] is None:
+            step()
+        rng = np.random.default_rng(stepper.steps_done)
+        start = time.perf_counter()
+        state["mi_metrics"] = collapse_metrics(stepper.models.actor, ctx.tokenizer, state["batch"], collapse_cfg,
+                                               rng, monitors={})
+        return Sample(time.perf_counter() - start)
+
+    comparison = interleave("time_fraction", step, mi_pass, reps=reps, warmup=warmup)
+    m = state["mi_metrics"] or {}
+    phases = state["step_phases"][warmup:]
+    comparison.extra.update(
+        shape=shape_dict(shape), algo=cfg.trainer.algo, num_samples=num_samples,
+        baseline_name="ragen2 training step, CPU default config (ppo) at this shape",
+        candidate_name="collapse_metrics, first_turn + trajectory families",
+        step_rollout_s=float(np.median([p[0] for p in phases])),
+        step_update_s=float(np.median([p[1] for p in phases])),
+        mi_rows={f: m.get(f"collapse_{f}/num_rows") for f in ("first_turn", "trajectory")},
+        mi_columns={f: m.get(f"collapse_{f}/num_columns") for f in ("first_turn", "trajectory")},
+        mi_skipped={f: m.get(f"collapse_{f}/skipped") for f in ("first_turn", "trajectory")})
+    return comparison
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. update phase with half the groups kept
+# ---------------------------------------------------------------------------------------------
+def bench_update_half_keep(ctx: BenchContext, shape: Shape, *, reps: int, warmup: int,
+                           regularize_kept_only: bool | None = None) -> Comparison:
+    """Update-phase seconds keeping half the groups (``top_k`` 0.5) over keeping all (``none``).
+
+    Both run on the same rollout batch with the CPU default trainer (PPO) and the default filter
+    settings otherwise (``loss_scaling=keep_rate``; ``regularize_kept_only`` as configured unless
+    given).
+    """
+    cfg = run_config(shape)
+    base_filter = cfg.filter if regularize_kept_only is None else dataclasses.replace(
+        cfg.filter, regularize_kept_only=regularize_kept_only)
+    keep_all = dataclasses.replace(base_filter, strategy="none")
+    keep_half = dataclasses.replace(base_filter, strategy="top_k", value=0.5)
+    stepper = Ragen2Stepper(cfg, ctx.policy_path)
+    rollout = stepper.rollout(1)
+    rows: dict[str, float] = {}
+
+    def run(name: str, filter_cfg: FilterConfig) -> Callable[[], Sample]:
+        def once() -> Sample:
+            start = time.perf_counter()
+            metrics = stepper.update(rollout, filter_cfg)
+            seconds = time.perf_counter() - start
+            rows[name] = metrics.get("train/batch_rows", 0.0)
+            rows[name + "_kept_groups"] = metrics.get("filter/kept_count", float("nan"))
+            return Sample(seconds)
+        return once
+
+    comparison = interleave("time_fraction", run("all", keep_all), run("half", keep_half), reps=reps,
+                            warmup=warmup)
+    comparison.extra.update(
+        shape=shape_dict(shape), algo=cfg.trainer.algo, regularize_kept_only=base_filter.regularize_kept_only,
+        loss_scaling=base_filter.loss_scaling, baseline_name="update phase, filter keeps all groups",
+        candidate_name="update phase, filter keeps half the groups (top_k 0.5)",
+        update_rows_all=rows.get("all"), update_rows_half=rows.get("half"),
+        kept_groups_all=rows.get("all_kept_groups"), kept_groups_half=rows.get("half_kept_groups"))
+    return comparison
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. cross-scoring with KV reuse against one pass per pair
+# ---------------------------------------------------------------------------------------------
+def scoring_problem(ctx: BenchContext, num_prompts: int, num_reasonings: int, reasoning_tokens: int,
+                    seed: int = 0) -> tuple[list[list[int]], list[list[int]]]:
+    """First-turn FrozenLake prompts (distinct seeds) and random reasonings of 1/2..1x the given length."""
+    from ragen2 import envs
+    from ragen2.rollout import conversation, render, resolve_limits, system_prompt, turn_block
+
+    prompts = []
+    for s in range(num_prompts):
+        env = envs.make(ENV_NAME)
+        obs, _ = env.reset(seed=10_000 + s)
+        limits = resolve_limits(RolloutConfig(), env)
+        messages = conversation(system_prompt(env, limits.max_actions_per_traj),
+                                [turn_block(1, obs, limits.max_actions_per_traj, limits.max_tokens_hint)], [])
+        text = render(ctx.tokenizer, messages, generation=True)
+        prompts.append(ctx.tokenizer(text, add_special_tokens=False)["input_ids"])
+    rng = np.random.default_rng(seed)
+    special = set(ctx.tokenizer.all_special_ids)
+    vocab = [i for i in range(len(ctx.tokenizer)) if i not in special]
+    low = max(1, reasoning_tokens // 2)
+    reasonings = [rng.choice(vocab, size=int(rng.integers(low, reasoning_tokens + 1))).tolist()
+                  for _ in range(num_reasonings)]
+    return prompts, reasonings
+
+
+def bench_scoring(ctx: BenchContext, num_prompts: int, num_reasonings: int, reasoning_tokens: int, *,
+                  reps: int, warmup: int) -> Comparison:
+    """Seconds of ``naive_cross_logprobs`` over seconds of the KV-reuse ``cross_logprobs``."""
+    from ragen2.metrics import cross_logprobs, naive_cross_logprobs
+
+    prompts, reasonings = scoring_problem(ctx, num_prompts, num_reasonings, reasoning_tokens)
+    results: dict[str, np.ndarray] = {}
+
+    def candidate() -> Sample:
+        start = time.perf_counter()
+        results["fast"], _ = cross_logprobs(ctx.model, None, prompts, reasonings)
+        return Sample(time.perf_counter() - start)
+
+    def baseline() -> Sample:
+        start = time.perf_counter()
+        results["naive"], _ = naive_cross_logprobs(ctx.model, None, prompts, reasonings)
+        return Sample(time.perf_counter() - start)
+
+    comparison = interleave("speedup", baseline, candidate, reps=reps, warmup=warmup)
+    comparison.extra.update(
+        prompts=num_prompts, reasonings=num_reasonings, reasoning_tokens_max=reasoning_tokens,
+        prompt_tokens_mean=float(np.mean([len(p) for p in prompts])),
+        max_abs_diff=float(np.max(np.abs(results["fast"] - results["naive"]))),
+        baseline_name="naive_cross_logprobs (one forward per pair)",
+        candidate_name="cross_logprobs (prompt KV cache reused, batch 64)")
+    return comparison
+
+
+def _update_with_variants(ctx: BenchContext, s: BenchSizes) -> Comparison:
+    comparison = bench_update_half_keep(ctx, s.update, reps=s.step_reps, warmup=s.step_warmup)
+    if s.update_variants:
+        flipped = not comparison.extra["regularize_kept_only"]
+        variant = bench_update_half_keep(ctx, s.update, reps=s.step_reps, warmup=s.step_warmup,
+                                         regularize_kept_only=flipped)
+        comparison.extra[f"variant_regularize_kept_only_{flipped}"] = variant.summary()
+    return comparison
+
+
+# ---------------------------------------------------------------------------------------------
+# All of them
+# ---------------------------------------------------------------------------------------------
+BENCHMARKS = tuple(TARGETS)
+"""Figure names, in the order they run."""
+
+
+def run_benchmarks(sizes: BenchSizes, cache_dir: Path, *, only: tuple[str, ...] = BENCHMARKS,
+                   log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run the benchmarks named in ``only`` and return the report (see :mod:`ragen2.bench`)."""
+    unknown = [name for name in only if name not in BENCHMARKS]
+    if unknown:
+        raise ValueError(f"unknown benchmark(s) {unknown}; known: {list(BENCHMARKS)}")
+    started = time.perf_counter()
+    load_before = load_average()
+    ctx = make_context(cache_dir)
+    s = sizes
+    runners: dict[str, Callable[[], Comparison]] = {
+        "rollout_speedup_vs_generate": lambda: bench_rollout(ctx, s.rollout, reps=s.reps, warmup=s.warmup),
+        "grpo_step_speedup_vs_trl": lambda: bench_grpo_step(ctx, s.grpo, s.grpo_micro_batch, reps=s.step_reps,
+                                                            warmup=s.step_warmup),
+        "mi_cost_fraction_of_step": lambda: bench_mi_fraction(ctx, s.mi, s.mi_num_samples, reps=s.mi_reps,
+                                                              warmup=s.mi_warmup),
+        "update_time_ratio_at_half_keep": lambda: _update_with_variants(ctx, s),
+        "scoring_speedup_vs_naive": lambda: bench_scoring(ctx, s.scoring_prompts, s.scoring_reasonings,
+                                                          s.scoring_reasoning_tokens, reps=s.reps,
+                                                          warmup=s.warmup),
+    }
+    report: dict[str, Any] = {}
+    details: dict[str, Any] = {}
+    targets: dict[str, Any] = {}
+    for name in BENCHMARKS:
+        if name not in only:
+            continue
+        t0 = time.perf_counter()
+        summary = runners[name]().summary()
+        summary["load_average_after"] = load_average()
+        summary["wall_s"] = time.perf_counter() - t0
+        report[name] = summary["median"]
+        details[name] = summary
+        op, value = TARGETS[name]
+        met = summary["median"] >= value if op == ">=" else summary["median"] <= value
+        targets[name] = {"op": op, "value": value, "met": bool(met)}
+        log(f"{name}: {summary['median']:.3f} (min {summary['min']:.3f}, max {summary['max']:.3f}; "
+            f"baseline {summary['baseline_s']:.3f} s, candidate {summary['candidate_s']:.3f} s; "
+            f"target {op} {value}: {'met' if met else 'missed'}) [{summary['wall_s']:.1f} s]")
+    report["details"] = details
+    report["targets"] = targets
+    report["machine"] = machine_info() | {"load_average_before": load_before}
+    report["sizes"] = dataclasses.asdict(sizes)
+    report["seconds_total"] = time.perf_counter() - started
+    return report
