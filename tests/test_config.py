@@ -11,6 +11,7 @@ from ragen2.config import (
     ConfigError,
     RunConfig,
     apply_overrides,
+    deep_merge,
     from_dict,
     load_config,
     run_ids,
@@ -36,9 +37,15 @@ def test_base_section_is_a_complete_run_config():
 
 
 def test_every_declared_run_loads():
-    for run_id in run_ids(PARAMS):
-        cfg = load_config(run_id, PARAMS)
+    """Every run of params.yaml gives a strict RunConfig (parsed once: load_config re-reads the file per run)."""
+    params = yaml.safe_load(PARAMS.read_text())
+    assert list(params["runs"]) == run_ids(PARAMS)
+    for overrides in params["runs"].values():
+        cfg = from_dict(RunConfig, deep_merge(params["base"], overrides or {}))
         assert isinstance(cfg, RunConfig)
+    if params["runs"]:
+        first = next(iter(params["runs"]))
+        assert load_config(first, PARAMS) == from_dict(RunConfig, deep_merge(params["base"], params["runs"][first]))
 
 
 def test_unknown_key_is_named():

@@ -1,0 +1,480 @@
+"""Analysis helpers the notebooks call: study selection, per-claim tables and verdicts, prompt-level tables.
+
+Everything a notebook needs beyond loading runs (:mod:`ragen2.results_io`), drawing
+(:mod:`ragen2.figures`) and testing (:mod:`ragen2.stats`) lives here, so notebooks stay thin.
+
+- Run ids (:mod:`ragen2.profiles`): :func:`parse_run_id`, :func:`load_study` (runs of some studies,
+  with ``study``, ``study_value`` and ``filter_tag`` columns).
+- Verdicts: :func:`paired_claim` (a paired comparison over seeds -> :class:`ragen2.claims.Claim`),
+  :func:`correlation_table` (C2), :func:`grad_claim` (C4), :func:`sweep_table` and
+  :func:`intervention_claim` (C7), :func:`trend_claim` (C6: a metric rises/falls over training).
+- Prompt level (C3, C6 heatmaps): :func:`prompt_level_table` rolls a saved policy out on fixed
+  prompts and returns one row per (prompt, rollout) with the reward, the prompt's RV and a per-prompt
+  MI proxy; :func:`rv_quartile_table` cuts prompts into RV quartiles.
+- Toy regimes (notebook 01): :func:`toy_point`, :func:`regime_points_from_steps`, :func:`show_toy_policy`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ragen2.claims import Claim
+from ragen2.results_io import final_values, load_runs
+from ragen2.stats import decide, paired_test, spearman
+
+_RUN_ID_RE = re.compile(r"^(?P<env>[^_]+(?:_[^_]+)*)__(?P<algo>[a-z_]+)__(?P<filter>[a-z0-9p]+)__"
+                        r"(?P<study>[a-z]+)(?P<value>[0-9p]*)__s(?P<seed>\d+)$")
+MI_METRIC = "collapse_first_turn/mi_estimate"
+"""The per-token MI proxy used as "the MI" in verdicts (the probe's MI_tok)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Run ids and studies
+# ---------------------------------------------------------------------------------------------
+def parse_run_id(run_id: str) -> dict[str, Any]:
+    """The parts of ``<env>__<algo>__<filter>__<study><value>__s<seed>``.
+
+    Returns:
+        ``env, algo, filter_tag, study, study_value (float or NaN), seed``.
+
+    Raises:
+        ValueError: the id does not have that shape.
+    """
+    m = _RUN_ID_RE.match(run_id)
+    if m is None:
+        raise ValueError(f"run id {run_id!r} is not of the form <env>__<algo>__<filter>__<study>__s<seed>")
+    value = m["value"]
+    return {"env": m["env"], "algo": m["algo"], "filter_tag": m["filter"], "study": m["study"],
+            "study_value": float(value.replace("p", ".")) if value else math.nan, "seed": int(m["seed"])}
+
+
+def load_study(runs_root: str | Path, studies: str | Sequence[str],
+               metrics: Sequence[str] = ()) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Runs (and their steps) of the given studies, with the run-id parts as columns.
+
+    Args:
+        runs_root: folder of run directories.
+        studies: study tag(s) without value (``main``, ``slip``, ``mech``, ``ent``, ...).
+        metrics: per-step metrics whose final value is added to ``runs`` as columns.
+
+    Raises:
+        FileNotFoundError: no run of these studies.
+    """
+    wanted = {studies} if isinstance(studies, str) else set(studies)
+    runs, steps = load_runs(runs_root)
+    parts = pd.DataFrame([parse_run_id(r) for r in runs["run_id"]])
+    runs = runs.assign(study=parts["study"].to_numpy(), study_value=parts["study_value"].to_numpy(),
+                       filter_tag=parts["filter_tag"].to_numpy())
+    runs = runs[runs["study"].isin(wanted)].reset_index(drop=True)
+    if runs.empty:
+        raise FileNotFoundError(f"no run of study {sorted(wanted)} under {str(runs_root)!r}")
+    steps = steps[steps["run_id"].isin(set(runs["run_id"]))].reset_index(drop=True)
+    steps = steps.merge(runs[["run_id", "study", "study_value", "filter_tag"]], on="run_id")
+    if metrics:
+        runs = runs.merge(final_values(steps, list(metrics)), on="run_id", how="left")
+    return runs, steps
+
+
+# ---------------------------------------------------------------------------------------------
+# Verdicts
+# ---------------------------------------------------------------------------------------------
+def paired_claim(claim: str, runs: pd.DataFrame, value: str, a: str, b: str, *, direction: str = "greater",
+                 condition: str = "condition", pair_on: str | Sequence[str] = "seed", what: str = "",
+                 scale: float = 1.0) -> Claim:
+    """A claim judged by a paired test of ``value`` under condition ``a`` vs ``b``.
+
+    Pairs are rows that agree on ``pair_on`` (one or several columns, e.g. ``("env", "algo",
+    "seed")``). The verdict is :func:`ragen2.stats.decide` on the Wilcoxon p of ``a - b``; with
+    fewer than 2 pairs it is ``inconclusive``.
+    """
+    keys = [pair_on] if isinstance(pair_on, str) else list(pair_on)
+    data = runs.dropna(subset=[value])
+    sides = [data[data[condition] == c].set_index(keys)[value].rename(c) for c in (a, b)]
+    joined = pd.concat(sides, axis=1, join="inner").dropna()
+    label = f"{what}: " if what else ""
+    if len(joined) < 2:
+        return Claim(claim, "inconclusive", f"{label}{len(joined)} pair(s) of {a} vs {b} on {value}; too few")
+    result = paired_test(joined[a].to_numpy(), joined[b].to_numpy())
+    verdict = decide(result.mean_diff, result.wilcoxon_p, direction)
+    return Claim(claim, verdict, f"{label}{value} {a} - {b}: {result.summary(scale=scale)}")
+
+
+def trend_claim(claim: str, steps: pd.DataFrame, metric: str, *, direction: str, what: str = "") -> Claim:
+    """Does ``metric`` rise (``greater``) or fall (``less``) from the first to the last logged value of each run?
+
+    Paired test over runs of ``last - first``.
+    """
+    sub = steps[steps["metric"] == metric].dropna(subset=["value"]).sort_values("step")
+    ends = sub.groupby("run_id")["value"].agg(["first", "last", "count"])
+    ends = ends[ends["count"] >= 2]
+    label = f"{what}: " if what else ""
+    if len(ends) < 2:
+        return Claim(claim, "inconclusive", f"{label}{metric} logged at 2+ steps in {len(ends)} run(s); too few")
+    result = paired_test(ends["last"].to_numpy(), ends["first"].to_numpy())
+    verdict = decide(result.mean_diff, result.wilcoxon_p, direction)
+    return Claim(claim, verdict, f"{label}{metric} last - first over {len(ends)} runs: {result.summary()}")
+
+
+def combine(claim: str, parts: Sequence[Claim]) -> Claim:
+    """One verdict from several sub-tests of a claim: all agree -> agree, any disagree -> disagree."""
+    verdicts = {p.verdict for p in parts}
+    verdict = "agree" if verdicts == {"agree"} else "disagree" if "disagree" in verdicts else "inconclusive"
+    return Claim(claim, verdict, "; ".join(p.evidence for p in parts))
+
+
+def with_context(primary: Claim, *context: Claim) -> Claim:
+    """``primary``'s verdict with the evidence of secondary tests appended (they inform, not decide)."""
+    extra = "; ".join(f"(context) {c.evidence}" for c in context)
+    return Claim(primary.claim, primary.verdict, primary.evidence + (f"; {extra}" if extra else ""))
+
+
+def gain_by_value(runs: pd.DataFrame, value_col: str, metric: str = "final_success", a: str = "top_p",
+                  b: str = "none") -> pd.DataFrame:
+    """Per ``value_col`` (e.g. slip rate): mean of ``a``, of ``b``, and the paired gain ``a - b`` over seeds."""
+    rows = []
+    for value, part in runs.groupby(value_col):
+        pair = part.pivot_table(index="seed", columns="condition", values=metric)
+        has = a in pair.columns and b in pair.columns
+        gain = (pair[a] - pair[b]).dropna() if has else pd.Series(dtype=float)
+        rows.append({value_col: value, f"{a}_mean": pair[a].mean() if a in pair.columns else math.nan,
+                     f"{b}_mean": pair[b].mean() if b in pair.columns else math.nan,
+                     "gain_mean": gain.mean() if len(gain) else math.nan,
+                     "gain_std": gain.std(ddof=1) if len(gain) > 1 else math.nan, "n_pairs": len(gain)})
+    return pd.DataFrame(rows)
+
+
+def stochasticity_claim(claim: str, runs: pd.DataFrame, value_col: str = "slip_rate",
+                        mid: tuple[float, float] = (0.05, 0.5), a: str = "top_p", b: str = "none") -> Claim:
+    """C5: the filter's gain is larger at partial stochasticity than at the extremes.
+
+    Per seed: mean gain ``a - b`` over slip rates in ``[mid[0], mid[1]]`` minus the mean gain over
+    the other slip rates; a paired test over seeds of that difference (direction greater).
+    """
+    wide = runs.pivot_table(index=["seed", value_col], columns="condition", values="final_success")
+    if a not in wide.columns or b not in wide.columns:
+        return Claim(claim, "inconclusive", f"conditions {a!r} and {b!r} are not both present")
+    gain = (wide[a] - wide[b]).dropna().rename("gain").reset_index()
+    is_mid = gain[value_col].between(*mid)
+    per_seed = pd.DataFrame({"mid": gain[is_mid].groupby("seed")["gain"].mean(),
+                             "ends": gain[~is_mid].groupby("seed")["gain"].mean()}).dropna()
+    if len(per_seed) < 2:
+        return Claim(claim, "inconclusive", f"{len(per_seed)} seed(s) with both mid and extreme slip rates; too few")
+    res = paired_test(per_seed["mid"].to_numpy(), per_seed["ends"].to_numpy())
+    return Claim(claim, decide(res.mean_diff, res.wilcoxon_p, "greater"),
+                 f"gain({a} - {b}) at slip in [{mid[0]:g}, {mid[1]:g}] minus gain elsewhere: {res.summary()}")
+
+
+def correlation_table(runs: pd.DataFrame, metrics: dict[str, str], target: str = "final_success",
+                      paper: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Spearman rho of each metric column vs ``target`` across runs (NaNs dropped per metric).
+
+    Returns:
+        ``metric, label, rho, ci_low, ci_high, p, n`` (+ ``paper_rho`` when ``paper`` is given);
+        metrics with fewer than 3 finite runs get NaN.
+    """
+    lookup = {} if paper is None else dict(zip(paper["metric"], paper["paper_rho"]))
+    rows = []
+    for col, label in metrics.items():
+        row = {"metric": col, "label": label, "rho": math.nan, "ci_low": math.nan, "ci_high": math.nan,
+               "p": math.nan, "n": 0}
+        if col in runs.columns:
+            ok = runs[[col, target]].replace([np.inf, -np.inf], np.nan).dropna()
+            row["n"] = len(ok)
+            if len(ok) >= 3:
+                r = spearman(ok[col].to_numpy(), ok[target].to_numpy())
+                row.update(rho=r.rho, ci_low=r.ci_low, ci_high=r.ci_high, p=r.p)
+        if lookup:
+            row["paper_rho"] = lookup.get(col.rsplit("/", 1)[-1], math.nan)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def correlation_claim(claim: str, corr: pd.DataFrame, mi_metric: str, entropy_metrics: Sequence[str]) -> Claim:
+    """C2: the MI proxy correlates positively with success (significant), and better than entropies.
+
+    ``agree`` = rho(MI) significantly > 0 and larger than every entropy metric's rho; ``disagree`` =
+    rho(MI) significantly < 0 or below an entropy metric with a significant correlation.
+    """
+    table = corr.set_index("metric")
+    mi = table.loc[mi_metric]
+    base = decide(float(mi["rho"]), float(mi["p"]), "greater")
+    ents = table.loc[[m for m in entropy_metrics if m in table.index]]
+    better = bool((mi["rho"] > ents["rho"].abs()).all()) if len(ents) else False
+    beaten = bool(((ents["p"] < 0.05) & (ents["rho"].abs() > mi["rho"])).any()) if len(ents) else False
+    verdict = base
+    if base == "agree" and not better:
+        verdict = "inconclusive"
+    if beaten:
+        verdict = "disagree"
+    text = ", ".join(f"{r.label} rho {r.rho:+.2f} (p={r.p:.2g}, n={r.n})" for r in corr.itertuples())
+    return Claim(claim, verdict, f"Spearman vs final success: {text}")
+
+
+def grad_claim(claim: str, grad: pd.DataFrame) -> Claim:
+    """C4: the task-gradient norm grows with bucket RV while the regularisation norm does not.
+
+    Spearman of ``task_norm`` and of ``reg_norm`` vs ``rv_mean`` over every (run, step, bucket) row
+    except the ``all`` bucket. ``agree`` when the task rho is significantly positive and the reg rho
+    is not (significantly positive); ``disagree`` when the task rho is significantly negative.
+    """
+    data = grad[grad["bucket"].astype(str) != "all"].dropna(subset=["rv_mean", "task_norm", "reg_norm"])
+    if len(data) < 3:
+        return Claim(claim, "inconclusive", f"{len(data)} bucket rows; too few")
+    task = spearman(data["rv_mean"], data["task_norm"])
+    reg = spearman(data["rv_mean"], data["reg_norm"]) if data["reg_norm"].nunique() > 1 else None
+    verdict = decide(task.rho, task.p, "greater")
+    reg_grows = reg is not None and decide(reg.rho, reg.p, "greater") == "agree"
+    if verdict == "agree" and reg_grows:
+        verdict = "inconclusive"
+    reg_text = reg.summary().replace(" runs", " bucket rows") if reg is not None else "constant (coefficients 0?)"
+    algos = ",".join(sorted(map(str, data["algo"].unique()))) if "algo" in data.columns else "?"
+    task_text = task.summary().replace(" runs", " bucket rows")
+    return Claim(claim, verdict, f"{algos}: task norm vs RV {task_text}; reg norm vs RV {reg_text}")
+
+
+def sweep_table(runs: pd.DataFrame, sweeps: dict[str, str], mi_metric: str = MI_METRIC) -> pd.DataFrame:
+    """One row per run of the intervention sweeps: ``sweep, value, seed, final_success, final_mi``.
+
+    Args:
+        runs: from :func:`load_study` with the final ``mi_metric`` column.
+        sweeps: study tag -> sweep label (``{"ent": "entropy coef", "kl": "KL coef", "toppsweep": "top-p"}``).
+            The value of ``toppsweep`` runs is read from ``filter.value`` (1.0 = no filter).
+    """
+    rows = []
+    for d in runs.to_dict("records"):
+        if d["study"] not in sweeps:
+            continue
+        value = float(d["filter.value"]) if d["study"] == "toppsweep" else float(d["study_value"])
+        rows.append({"sweep": sweeps[d["study"]], "value": value, "seed": d["seed"],
+                     "final_success": d["final_success"], "final_mi": d.get(mi_metric, math.nan)})
+    if not rows:
+        raise ValueError(f"no runs of the sweeps {sorted(sweeps)}")
+    return pd.DataFrame(rows)
+
+
+def intervention_claim(claim: str, table: pd.DataFrame, filter_sweep: str, other_sweeps: Sequence[str]) -> Claim:
+    """C7: the top-p sweep moves success consistently (lower top-p -> higher success), the others do not.
+
+    Spearman of the swept value vs final success per sweep. ``agree`` when the filter sweep's rho is
+    significantly negative and no other sweep's is significant; ``disagree`` when the filter sweep
+    is significantly positive, or is not significant while another sweep is.
+    """
+    results = {}
+    for name, part in table.groupby("sweep"):
+        ok = part.dropna(subset=["final_success"])
+        results[name] = spearman(ok["value"], ok["final_success"]) if len(ok) >= 3 else None
+    main = results.get(filter_sweep)
+    if main is None:
+        return Claim(claim, "inconclusive", f"sweep {filter_sweep!r} has fewer than 3 runs")
+    verdict = decide(main.rho, main.p, "less")
+    others_sig = [n for n in other_sweeps if results.get(n) is not None and results[n].p < 0.05]
+    if verdict == "agree" and others_sig:
+        verdict = "inconclusive"
+    if verdict == "inconclusive" and others_sig and not main.p < 0.05:
+        verdict = "disagree"
+    text = "; ".join(f"{n}: {r.summary()}" if r is not None else f"{n}: <3 runs" for n, r in results.items())
+    return Claim(claim, verdict, f"swept value vs final success, {text}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Prompt-level tables (C3, C6)
+# ---------------------------------------------------------------------------------------------
+def prompt_level_table(run_dir: str | Path, *, phase: str = "end", num_prompts: int = 32, group_size: int = 8,
+                       cache_dir: str | Path = "data/cache", seed: int = 0, first_seed: int = 900_000
+                       ) -> pd.DataFrame:
+    """Roll a run's policy out on fixed prompts and score each prompt: reward, RV, a per-prompt MI proxy.
+
+    Args:
+        run_dir: a run directory (``config.json``, ``checkpoints/``).
+        phase: ``start`` = the policy RL started from (the warm start), ``end`` = the latest checkpoint.
+        num_prompts, group_size: prompts (env seeds ``first_seed + i``) x rollouts each.
+        cache_dir: the warm-start cache.
+        seed: sampling seed (the same for every run and phase, so prompts and noise are shared).
+
+    Returns:
+        One row per (prompt, rollout): ``prompt, rollout, reward, success, rv`` (population variance of
+        the prompt's rewards), ``mi`` (mean over the prompt's first-turn reasonings of
+        ``log p(z|x) - log mean_j p(z|x_j)`` per token: how much better the own prompt explains the
+        reasoning than the average prompt) and ``phase``.
+    """
+    import json
+
+    import torch
+
+    from ragen2.config import RunConfig, from_dict
+    from ragen2.metrics.scoring import cross_logprobs
+    from ragen2.policy import load_policy
+    from ragen2.rollout.collect import collect_rollouts
+    from ragen2.trainer.checkpoint import latest_checkpoint, load_checkpoint
+    from ragen2.trainer.pipeline import initial_policy_path
+
+    if phase not in ("start", "end"):
+        raise ValueError(f"phase must be 'start' or 'end', got {phase!r}")
+    if num_prompts < 2 or group_size < 1:
+        raise ValueError(f"need num_prompts >= 2 and group_size >= 1, got {num_prompts}, {group_size}")
+    run_dir = Path(run_dir)
+    cfg = from_dict(RunConfig, json.loads((run_dir / "config.json").read_text()))
+    model, tokenizer = load_policy(initial_policy_path(cfg, Path(cache_dir)), dtype=cfg.policy.dtype,
+                                   device=cfg.policy.device)
+    if phase == "end":
+        ckpt = latest_checkpoint(run_dir)
+        if ckpt is None:
+            raise FileNotFoundError(f"{run_dir} has no checkpoint (trainer.save_freq 0 and unfinished?)")
+        model.load_state_dict(load_checkpoint(ckpt, map_location=next(model.parameters()).device)["actor"])
+    model.eval()
+    seeds = [first_seed + i for i in range(num_prompts)]
+    with torch.no_grad():
+        batch = collect_rollouts(model, tokenizer, cfg.env, cfg.rollout, seeds, group_size=group_size,
+                                 temperature=cfg.rollout.temperature, seed=seed)
+        trajs = batch.trajectories
+        prompts = [trajs[g * group_size].first_prompt_ids for g in range(num_prompts)]
+        rows = [(i, t) for i, t in enumerate(trajs) if t.first_reasoning_ids]
+        gap = np.full(len(trajs), np.nan)
+        if rows:
+            logp, lengths = cross_logprobs(model, tokenizer, prompts, [t.first_reasoning_ids for _, t in rows])
+            per_tok = logp / np.maximum(lengths, 1)[:, None]
+            marginal = np.logaddexp.reduce(per_tok, axis=1) - math.log(num_prompts)
+            for k, (i, _) in enumerate(rows):
+                gap[i] = per_tok[k, i // group_size] - marginal[k]
+    scores = batch.scores.reshape(num_prompts, group_size)
+    out = pd.DataFrame({
+        "prompt": np.repeat(np.arange(num_prompts), group_size),
+        "rollout": np.tile(np.arange(group_size), num_prompts),
+        "reward": scores.ravel(),
+        "success": batch.successes.reshape(-1).astype(float),
+        "rv": np.repeat(scores.var(axis=1), group_size),
+        "mi_row": gap,
+    })
+    out["mi"] = out.groupby("prompt")["mi_row"].transform("mean")
+    return out.drop(columns="mi_row").assign(phase=phase, run_id=run_dir.name)
+
+
+def prompt_tables(runs_root: str | Path, run_ids: Sequence[str], phases: Sequence[str] = ("start", "end"),
+                  **kwargs: Any) -> pd.DataFrame:
+    """:func:`prompt_level_table` of several runs and phases, concatenated."""
+    if not len(run_ids):
+        raise ValueError("run_ids is empty")
+    return pd.concat([prompt_level_table(Path(runs_root) / rid, phase=phase, **kwargs)
+                      for rid in run_ids for phase in phases], ignore_index=True)
+
+
+def rv_quartile_table(prompts: pd.DataFrame, by: Sequence[str] = ("run_id", "phase")) -> pd.DataFrame:
+    """Prompts cut into RV quartiles within each ``by`` group (1 = lowest RV; ties broken by prompt id).
+
+    Returns:
+        One row per (``by``..., quartile): ``success`` and ``mi`` means over the quartile's prompts and
+        ``rv`` mean. Groups with fewer than 4 prompts are skipped.
+    """
+    per_prompt = prompts.groupby([*by, "prompt"], as_index=False).agg(
+        success=("success", "mean"), mi=("mi", "mean"), rv=("rv", "first"))
+    parts = []
+    for _, part in per_prompt.groupby(list(by)):
+        if len(part) < 4:
+            continue
+        order = part.sort_values(["rv", "prompt"], kind="stable")
+        order = order.assign(quartile=(np.arange(len(order)) * 4 // len(order)) + 1)
+        parts.append(order)
+    if not parts:
+        raise ValueError("no group has 4 or more prompts")
+    table = pd.concat(parts)
+    return table.groupby([*by, "quartile"], as_index=False).agg(success=("success", "mean"), mi=("mi", "mean"),
+                                                                 rv=("rv", "mean"))
+
+
+def quartile_claim(claim: str, quartiles: pd.DataFrame) -> Claim:
+    """C3: success and MI higher in the top RV quartile than in the bottom one (paired over runs)."""
+    wide = quartiles.pivot_table(index=["run_id", "phase"], columns="quartile", values=["success", "mi"])
+    parts = []
+    for col in ("success", "mi"):
+        if (col, 4) not in wide.columns or (col, 1) not in wide.columns:
+            parts.append(Claim(claim, "inconclusive", f"{col}: quartiles 1 and 4 missing"))
+            continue
+        pair = wide[[(col, 4), (col, 1)]].dropna()
+        if len(pair) < 2:
+            parts.append(Claim(claim, "inconclusive", f"{col}: {len(pair)} run(s); too few"))
+            continue
+        res = paired_test(pair[(col, 4)].to_numpy(), pair[(col, 1)].to_numpy())
+        parts.append(Claim(claim, decide(res.mean_diff, res.wilcoxon_p, "greater"),
+                           f"{col} Q4 - Q1: {res.summary()}"))
+    return combine(claim, parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# Toy regimes (notebook 01)
+# ---------------------------------------------------------------------------------------------
+def toy_point(dependence: float, diversity: int, template_size: int = 4, num_inputs: int = 8) -> dict[str, float]:
+    """Exact H(Z|X), I(X;Z) and H(Z) of a :class:`ragen2.metrics.toy.MixturePolicy`."""
+    from ragen2.metrics.toy import MixturePolicy
+
+    p = MixturePolicy(num_inputs=num_inputs, dependence=dependence, diversity=diversity,
+                      template_size=template_size)
+    return {"cond_entropy": p.conditional_entropy(), "mi": p.mutual_information(), "entropy": p.entropy()}
+
+
+def toy_estimates(rows_per_column: int = 64, seed: int = 0) -> pd.DataFrame:
+    """Exact vs sampled MI / conditional entropy of the four toy regimes (:data:`ragen2.metrics.toy.REGIMES`).
+
+    The sampled values are :func:`ragen2.metrics.mi_proxies` (``mi_seq_estimate``,
+    ``conditional_entropy_seq_est``) on :func:`ragen2.metrics.toy.sample_batch` draws.
+    """
+    from ragen2.metrics import mi_proxies
+    from ragen2.metrics.toy import REGIMES, sample_batch
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for name, policy in REGIMES.items():
+        b = sample_batch(policy, rows_per_column, rng)
+        est = mi_proxies(b.logp_sum, b.lengths, b.prompt_index, b.prompt_keys)
+        rows.append({"regime": name, "exact_mi": policy.mutual_information(), "estimated_mi": est["mi_seq_estimate"],
+                     "exact_cond_entropy": policy.conditional_entropy(),
+                     "estimated_cond_entropy": est["conditional_entropy_seq_est"],
+                     "exact_entropy": policy.entropy(), "retrieval_accuracy": est["retrieval_accuracy"]})
+    return pd.DataFrame(rows)
+
+
+def regime_points_from_steps(steps: pd.DataFrame, x: str = "collapse_first_turn/conditional_entropy_est",
+                             y: str = MI_METRIC) -> pd.DataFrame:
+    """First and last (H(Z|X), MI) estimate of each run as points for :func:`ragen2.figures.fig_four_regimes`.
+
+    Returns:
+        ``label`` (``<condition> s<seed> start|end``), ``cond_entropy``, ``mi``, ``source`` (``start`` /
+        ``end`` checkpoints), ``run_id``.
+    """
+    rows = []
+    wide = steps[steps["metric"].isin([x, y])].pivot_table(index=["run_id", "step"], columns="metric",
+                                                           values="value").dropna().reset_index()
+    if wide.empty:
+        raise ValueError(f"no step logs both {x!r} and {y!r}")
+    labels = steps.drop_duplicates("run_id").set_index("run_id")
+    for rid, part in wide.groupby("run_id"):
+        part = part.sort_values("step")
+        for tag, row in (("start", part.iloc[0]), ("end", part.iloc[-1])):
+            info = labels.loc[rid]
+            rows.append({"label": f"{info['condition']} s{info['seed']} {tag}", "cond_entropy": row[x],
+                         "mi": row[y], "source": f"checkpoint ({tag})", "run_id": rid})
+    return pd.DataFrame(rows)
+
+
+def show_toy_policy(dependence: float = 0.5, diversity: int = 4, template_size: int = 4):
+    """The toy regimes plus one movable policy on the (H(Z|X), MI) plane, as a displayable PNG image.
+
+    Used as the callback of the notebook-01 sliders (``ipywidgets.interact``); also callable directly.
+    """
+    from IPython.display import Image
+
+    from ragen2.figures import fig_four_regimes, regime_points_from_toy
+    from ragen2.results_io import _figure_bytes
+
+    toy = regime_points_from_toy()
+    point = toy_point(dependence, diversity, template_size)
+    mine = pd.DataFrame([{"label": f"d={dependence:g}, D={diversity}, T={template_size}",
+                          "cond_entropy": point["cond_entropy"], "mi": point["mi"], "source": "your policy"}])
+    fig = fig_four_regimes(pd.concat([toy, mine], ignore_index=True))
+    return Image(_figure_bytes(fig, "png", 100))

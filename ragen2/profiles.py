@@ -1,0 +1,443 @@
+"""Experiment profiles: the base :class:`~ragen2.config.RunConfig` and the study grid of a pipeline run.
+
+A profile is plain Python data: ``base`` (a complete RunConfig as a dict, 1:1 with ``params.yaml``'s
+``base`` section), ``runs`` (run id -> overrides of ``base``) and ``pipeline`` (metadata that is not
+part of any RunConfig: the profile name, the warm starts the runs share, each run's warm-start path
+for the DVC ``train`` stage, and the papermill parameters of every notebook).
+``python -m ragen2 profile {cpu,smoke,paper} --write params.yaml`` writes it out.
+
+Run ids are ``<env>__<algo>__<filter>__<study>__s<seed>`` (:func:`run_id`), with values written
+without dots (``0.02`` -> ``0p02``) because DVC splits parameter paths on dots. ``<filter>`` is
+``none``, ``topp0p9``, ``topk0p25``...; ``<study>`` names the study a run belongs to
+(:data:`STUDIES`), and :func:`ragen2.analysis.parse_run_id` reads it back.
+
+**The CPU default profile** (``cpu``; a first cut designed from ``cpu-scale-probe.md`` and sized to
+about 60 minutes on 2 cores at the measured cost, :data:`S_PER_STEP`):
+
+- Policy: the tiny local Llama (0.4M parameters), warm-started by SFT on expert episodes of which 30 %
+  carry a template reasoning (``warm_start.template_fraction``). The probe showed that the warm start's
+  strength and faithfulness decide whether anything collapses, so it is a parameter and its greedy
+  success / template share are recorded in ``warm_start.json``. Single-turn episodes with up to 10
+  moves (the probe's shape): the 5-turn default costs several times the tokens.
+- ``mech`` study (C6 mechanism; the priority): the probe saw the paper's signature (MI falls without
+  filtering while the reward does not drive it) only with a reward-neutral warm start, an entropy bonus
+  on the reasoning tokens (``trainer.entropy_scope: reasoning``, 0.02) and no KL. FrozenLake GRPO, no
+  filter vs top-p 0.9, 4 paired seeds (both conditions see the same env seeds), 60 steps; the
+  entropy-0 control (2 seeds) separates it from reward-driven drift. Gradient decomposition on (C4).
+- ``main`` study (C1, C2, C4): FrozenLake PPO, no filter vs top-p 0.9 (softmax mode, as in the
+  paper's main table), 4 paired seeds, 40 steps, gradient decomposition on.
+- ``slip`` study (C5): FrozenLake slip 2 % (shares the base warm start) and 50 %, top-p 0.9 without
+  zero-RV groups vs none, KL and entropy 0, 2 seeds, 30 steps.
+- ``ent``, ``kl``, ``toppsweep`` studies (C7): FrozenLake PPO, entropy {0, 0.02, 0.1}, KL {0.001, 0.01,
+  0.1}, top-p {1.0, 0.9, 0.6}; 1 seed, 30 steps (a trend across values, not paired cells).
+- **Cut to fit 60 minutes** (they are in the ``paper`` profile): Sokoban; GRPO/DAPO/Dr. GRPO in the
+  main study; top-k 0.25 (the success-curve figure shows top-p vs none only); slip 0, 5, 10, 20, 100 %
+  (each slip rate needs its own warm start, about 3 min of CPU); 4 seeds for the control, slip and
+  sweep cells; 100+ steps (the probe needed about 100 steps to see MI fall). The estimate is printed
+  by ``python -m ragen2 profile cpu --estimate``.
+
+Parallelism: DVC 3.67's ``dvc repro`` has no ``-j``; ``make train-parallel`` runs the train commands two
+at a time (one torch thread each) and records them with ``dvc commit``; :func:`estimate` assumes that.
+
+**smoke**: the same studies with tiny everything (2 training steps, 1-2 seeds, 4 x 3 rollouts of 48
+tokens, a 100-step warm start on 128 episodes: the least after which the tiny policy closes its
+``<think>`` tags, so the MI metrics exist), so every notebook executes. Its numbers mean nothing.
+
+**paper**: ``Qwen/Qwen2.5-3B``, no warm start, 400 steps, 8 x 16, vLLM rollouts, the paper's
+hyper-parameters (spec 6.4 and 7.1-7.3): Sokoban and FrozenLake x PPO/GRPO/DAPO/Dr. GRPO (+ top-k),
+all seven slip rates, the full entropy / KL / top-p sweeps on Sokoban, 1 seed per cell (GPU only).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ragen2.config import RunConfig, deep_merge, from_dict, to_dict
+
+PROFILE_NAMES = ("cpu", "smoke", "paper")
+ALGOS = ("ppo", "grpo", "dapo", "dr_grpo")
+SLIPS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
+"""Slip rates of the stochasticity sweep (C5); FrozenLake's ``success_rate`` is ``1 - slip``."""
+STUDIES = ("main", "mech", "slip", "ent", "kl", "toppsweep")
+"""Study tags in run ids (``slip``, ``ent``, ``kl`` carry their value: ``slip0p05``, ``ent0p01``)."""
+WARM_START_DIR = "data/cache/warm_start"
+"""Where ``ragen2.trainer.pipeline.initial_policy_path`` caches warm starts (with ``--cache-dir data/cache``)."""
+INITIAL_POLICY_DIR = WARM_START_DIR
+"""Runs without a warm start (``warm_start.steps: 0``) get a marker dir here, so every train stage has one dep
+and dvc.yaml is the same for every profile (``initial_policy_path`` never writes there when steps is 0)."""
+
+S_PER_STEP = {"frozenlake": 3.6}
+"""Measured seconds per RL step with the CPU profile's settings (FrozenLake, single turn, 8 x 4 rollouts of
+<= 64 tokens, GRPO, collapse diagnostics every 10 steps, validation on 32 seeds every 10 steps), one
+process with 1 torch thread, on this 2-core machine on 2026-11-29 11:35-11:38 UTC while other
+engineers' jobs ran (load average 2.0-3.8): 10 steps in 36.0 s (rollout 0.86, update 1.42, diagnostics
+0.84, validation 0.06 s per step). The same settings with 8 x 8 rollouts and diagnostics every 5 steps
+took 8.8 s/step at load 4.5. Sokoban was not measured (it is not in the CPU grid)."""
+S_PER_RUN = 10.0
+"""Fixed cost per run: process start and imports (~5 s), policy load, step-0 validation."""
+S_PER_WARM_START_STEP = 1.26
+"""Measured: the CPU warm start (150 SFT steps of 32 single-turn FrozenLake episodes, plus corpus and greedy
+evaluation) took 189.5 s at load average about 4.5."""
+S_PER_NOTEBOOK = 40.0
+"""Seconds per executed notebook (kernel start, imports, the prompt-level rollouts of notebooks 04/07);
+the smoke notebooks took 10-62 s each under load."""
+WORKERS = 2
+"""Parallel training processes (one per core)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Run ids
+# ---------------------------------------------------------------------------------------------
+def fmt_value(value: float) -> str:
+    """A number without dots or signs for run ids: ``0.02`` -> ``0p02``, ``1.0`` -> ``1``."""
+    if value < 0 or not math.isfinite(value):
+        raise ValueError(f"run-id values must be finite and >= 0, got {value!r}")
+    text = f"{value:g}"
+    if "e" in text:
+        raise ValueError(f"value {value!r} is too small or large for a run id")
+    return text.replace(".", "p")
+
+
+def filter_tag(strategy: str, value: float) -> str:
+    """``none``, ``topp0p9``, ``topk0p25``, ..."""
+    if strategy == "none":
+        return "none"
+    return f"{strategy.replace('_', '')}{fmt_value(value)}"
+
+
+def run_id(env: str, algo: str, filt: str, study: str, seed: int) -> str:
+    """``<env>__<algo>__<filter>__<study>__s<seed>``; every part a plain slug."""
+    parts = (env, algo, filt, study)
+    for part in parts:
+        if not part or "__" in part or "." in part or "/" in part:
+            raise ValueError(f"run-id part {part!r} must be non-empty without '__', '.' or '/'")
+    if seed < 0:
+        raise ValueError(f"seed must be >= 0, got {seed!r}")
+    return "__".join([*parts, f"s{seed}"])
+
+
+# ---------------------------------------------------------------------------------------------
+# The profile object
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Sizes:
+    """How big each study is in a profile (the study design itself is shared by all profiles)."""
+
+    steps: int
+    """RL steps of the main study (``base.trainer.steps``)."""
+    main_envs: tuple[str, ...]
+    main_algos: tuple[str, ...]
+    main_seeds: int
+    topk: bool
+    """Add Top-k 0.25 PPO runs to the main study (the success-curves figure)."""
+    mech_steps: int
+    mech_seeds: int
+    control_seeds: int
+    """Seeds of the entropy-0 control of the mechanism study."""
+    aux_steps: int
+    """RL steps of the slip and sweep studies."""
+    slips: tuple[float, ...]
+    slip_seeds: int
+    sweep_env: str
+    ent_values: tuple[float, ...]
+    kl_values: tuple[float, ...]
+    topp_values: tuple[float, ...]
+    sweep_seeds: int
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    base: dict[str, Any]
+    """A complete RunConfig as a dict."""
+    runs: dict[str, dict[str, Any]]
+    """Run id -> overrides of ``base``."""
+    notebooks: dict[str, dict[str, Any]]
+    """Notebook key -> papermill parameters (literals)."""
+    warm_start_keys: dict[str, str] = field(default_factory=dict)
+    """Run id -> the warm-start directory the run starts from (filled by :func:`build`)."""
+
+    def config(self, rid: str) -> RunConfig:
+        """The strict RunConfig of one run (``base`` merged with its overrides)."""
+        if rid not in self.runs:
+            raise KeyError(f"run {rid!r} is not in profile {self.name!r}")
+        return from_dict(RunConfig, deep_merge(self.base, self.runs[rid]))
+
+    def warm_starts(self) -> dict[str, dict[str, str]]:
+        """Warm-start key -> ``{run: the first run using it, path: its directory}``."""
+        out: dict[str, dict[str, str]] = {}
+        for rid, path in self.warm_start_keys.items():
+            key = Path(path).name
+            out.setdefault(key, {"run": rid, "path": path})
+        return dict(sorted(out.items()))
+
+    def params(self) -> dict[str, Any]:
+        """The ``params.yaml`` content: ``base``, ``runs`` and ``pipeline``."""
+        return {
+            "base": copy.deepcopy(self.base),
+            "runs": copy.deepcopy(self.runs),
+            "pipeline": {
+                "profile": self.name,
+                "warm_starts": self.warm_starts(),
+                "train": {rid: {"warm_start": path} for rid, path in self.warm_start_keys.items()},
+                "notebooks": copy.deepcopy(self.notebooks),
+            },
+        }
+
+    def yaml(self) -> str:
+        header = (f"# ragen2 parameters, written by `python -m ragen2 profile {self.name} --write params.yaml`;"
+                  " edit ragen2/profiles.py, not this file.\n"
+                  "# base: a complete ragen2.config.RunConfig (1:1); runs: run id -> overrides of base;\n"
+                  "# pipeline: DVC/notebook metadata that is not part of any RunConfig.\n")
+        return header + yaml.safe_dump(self.params(), sort_keys=False, default_flow_style=False, width=110)
+
+
+# ---------------------------------------------------------------------------------------------
+# Base configs
+# ---------------------------------------------------------------------------------------------
+def _cpu_base() -> dict[str, Any]:
+    overrides = {
+        "env": {"name": "frozenlake", "kwargs": {"success_rate": 0.98}},  # 2 % slip, explicit: shared by slip 0.02
+        "warm_start": {"steps": 150, "lr": 3e-3, "batch_size": 32, "num_episodes": 500,
+                       "template_fraction": 0.3, "seed": 0},
+        # single turn with up to 10 moves (the probe's shape): 5 turns cost ~5x the tokens on 2 cores
+        "rollout": {"env_groups": 8, "group_size": 8, "max_turns": 1, "max_actions_per_turn": 10,
+                    "max_actions_per_traj": 10, "max_new_tokens": 64, "max_context_tokens": 1024,
+                    "val_groups": 32},
+        "trainer": {"algo": "ppo", "steps": 60, "actor_lr": 1e-4, "critic_lr": 1e-4, "mini_batch_size": 32,
+                    "micro_batch_size": 16, "entropy_coef": 0.001, "test_freq": 10, "save_freq": 30,
+                    "empty_stop_steps": 0, "rv_collapse_stop": False, "low_val_stop_patience": 0},
+        "filter": {"strategy": "top_p", "value": 1.0, "top_p_mode": "softmax", "include_zero": True},
+        "collapse": {"compute_freq": 10, "num_samples": 32},
+        "grad_analysis": {"enabled": False, "every": 30, "num_buckets": 4},
+    }
+    return deep_merge(to_dict(RunConfig()), overrides)
+
+
+def _smoke_base() -> dict[str, Any]:
+    overrides = {
+        # the least warm start after which the tiny policy closes its <think> tags (so MI metrics exist)
+        "warm_start": {"steps": 100, "batch_size": 16, "num_episodes": 128},
+        "rollout": {"env_groups": 4, "group_size": 3, "max_new_tokens": 48, "val_groups": 4},
+        "trainer": {"steps": 2, "mini_batch_size": 6, "micro_batch_size": 6, "test_freq": 1, "save_freq": 1},
+        "collapse": {"compute_freq": 1, "num_samples": 8},
+        "grad_analysis": {"every": 1, "num_buckets": 4},
+    }
+    return deep_merge(_cpu_base(), overrides)
+
+
+def _paper_base() -> dict[str, Any]:
+    """Spec 6.4 defaults with the main-table overrides of spec 7.1 (Qwen2.5-3B base model, 400 steps)."""
+    overrides = {
+        "env": {"name": "frozenlake", "kwargs": {"success_rate": 0.98}},
+        "policy": {"name_or_path": "Qwen/Qwen2.5-3B", "dtype": "bfloat16", "device": "cuda"},
+        "warm_start": {"steps": 0},
+        "rollout": {"env_groups": 8, "group_size": 16, "max_new_tokens": 400, "max_context_tokens": 3600,
+                    "val_groups": 512, "val_temperature": 0.5, "backend": "vllm"},
+        "trainer": {"algo": "ppo", "steps": 400, "actor_lr": 1e-6, "critic_lr": 1e-5, "mini_batch_size": 32,
+                    "micro_batch_size": 4, "entropy_coef": 0.001, "kl_coef": 0.0, "kl_type": "k1", "test_freq": 10,
+                    "save_freq": 100},
+        "filter": {"strategy": "top_p", "value": 1.0, "top_p_mode": "softmax", "include_zero": True,
+                   "loss_scaling": "none"},
+        "collapse": {"compute_freq": 10, "num_samples": 64},
+        "grad_analysis": {"enabled": False, "every": 50, "num_buckets": 6},
+    }
+    return deep_merge(to_dict(RunConfig()), overrides)
+
+
+SIZES = {
+    # CPU: fits ~60 min on 2 cores at the measured s/step (see the module docstring for what was cut)
+    "cpu": Sizes(steps=40, main_envs=("frozenlake",), main_algos=("ppo",), main_seeds=4, topk=False,
+                 mech_steps=60, mech_seeds=4, control_seeds=2, aux_steps=30, slips=(0.02, 0.5), slip_seeds=2,
+                 sweep_env="frozenlake", ent_values=(0.0, 0.02, 0.1), kl_values=(0.001, 0.01, 0.1),
+                 topp_values=(1.0, 0.9, 0.6), sweep_seeds=1),
+    "smoke": Sizes(steps=2, main_envs=("frozenlake",), main_algos=("ppo", "grpo"), main_seeds=2, topk=True,
+                   mech_steps=2, mech_seeds=2, control_seeds=1, aux_steps=2, slips=(0.02, 0.5), slip_seeds=1,
+                   sweep_env="frozenlake", ent_values=(0.0, 0.02), kl_values=(0.01,), topp_values=(1.0, 0.9),
+                   sweep_seeds=1),
+    "paper": Sizes(steps=400, main_envs=("sokoban", "frozenlake"), main_algos=ALGOS, main_seeds=1, topk=True,
+                   mech_steps=400, mech_seeds=1, control_seeds=1, aux_steps=400, slips=SLIPS, slip_seeds=1,
+                   sweep_env="sokoban", ent_values=(0.0, 0.001, 0.003, 0.01, 0.03, 0.1),
+                   kl_values=(0.001, 0.003, 0.01, 0.03, 0.1), topp_values=(1.0, 0.98, 0.95, 0.9, 0.8, 0.6, 0.4),
+                   sweep_seeds=1),
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Study grids
+# ---------------------------------------------------------------------------------------------
+NO_FILTER = {"strategy": "top_p", "value": 1.0, "include_zero": True}
+TOP_P = {"strategy": "top_p", "value": 0.9}
+TOP_K = {"strategy": "top_k", "value": 0.25, "include_zero": True}
+
+
+def _filter_label(filt: dict[str, Any]) -> str:
+    if filt["strategy"] == "top_p" and filt["value"] >= 1 and filt.get("include_zero", True):
+        return "none"
+    return filter_tag(filt["strategy"], filt["value"])
+
+
+def _grid(sizes: Sizes, paper: bool) -> dict[str, dict[str, Any]]:
+    runs: dict[str, dict[str, Any]] = {}
+
+    def add(env: str, algo: str, filt: dict[str, Any], study: str, seeds: int, extra: dict[str, Any]) -> None:
+        env_part = {"name": env} if env == "frozenlake" else {"name": env, "kwargs": {}}
+        for seed in range(seeds):
+            rid = run_id(env, algo, _filter_label(filt), study, seed)
+            over = deep_merge({"seed": seed, "env": env_part, "trainer": {"algo": algo}, "filter": dict(filt)},
+                              extra)
+            if rid in runs:
+                raise ValueError(f"run id {rid!r} is defined twice")
+            runs[rid] = over
+
+    # main comparison (C1, C2, C6) with the gradient decomposition on PPO and GRPO (C4)
+    top_p_main = {**TOP_P, "include_zero": True}  # the main table's filter runs keep zero-RV candidates
+    for env in sizes.main_envs:
+        for algo in sizes.main_algos:
+            grad = {"grad_analysis": {"enabled": algo in ("ppo", "grpo")}}
+            for filt in (NO_FILTER, top_p_main):
+                add(env, algo, filt, "main", sizes.main_seeds, grad)
+        if sizes.topk:
+            add(env, "ppo", TOP_K, "main", sizes.main_seeds, {"grad_analysis": {"enabled": True}})
+
+    # collapse mechanism: reward-neutral warm start, entropy on reasoning tokens, no KL, paired seeds
+    if not paper:
+        for coef, seeds in ((0.02, sizes.mech_seeds), (0.0, sizes.control_seeds)):
+            extra = {"trainer": {"entropy_coef": coef, "entropy_scope": "reasoning", "kl_coef": 0.0,
+                                 "steps": sizes.mech_steps}, "grad_analysis": {"enabled": coef > 0}}
+            for filt in (NO_FILTER, {**TOP_P, "include_zero": True}):
+                add("frozenlake", "grpo", filt, f"mech{fmt_value(coef)}", seeds, extra)
+
+    # stochasticity sweep (C5): FrozenLake slip, PPO, KL and entropy 0 (spec 7.3)
+    for slip in sizes.slips:
+        extra = {"env": {"kwargs": {"success_rate": round(1.0 - slip, 6)}},
+                 "trainer": {"entropy_coef": 0.0, "kl_coef": 0.0, "steps": sizes.aux_steps}}
+        for filt in (NO_FILTER, {**TOP_P, "include_zero": False}):
+            add("frozenlake", "ppo", filt, f"slip{fmt_value(slip)}", sizes.slip_seeds, extra)
+
+    # intervention sweeps (C7) on PPO (spec 7.2)
+    env, steps = sizes.sweep_env, sizes.aux_steps
+    for coef in sizes.ent_values:
+        add(env, "ppo", NO_FILTER, f"ent{fmt_value(coef)}", sizes.sweep_seeds,
+            {"trainer": {"entropy_coef": coef, "kl_coef": 0.0, "steps": steps}})
+    for coef in sizes.kl_values:
+        add(env, "ppo", NO_FILTER, f"kl{fmt_value(coef)}", sizes.sweep_seeds,
+            {"trainer": {"entropy_coef": 0.0, "kl_coef": coef, "kl_type": "k1", "steps": steps}})
+    for value in sizes.topp_values:
+        filt = NO_FILTER if value >= 1 else {"strategy": "top_p", "value": value, "include_zero": False}
+        add(env, "ppo", filt, "toppsweep", sizes.sweep_seeds,
+            {"trainer": {"entropy_coef": 0.001, "kl_coef": 0.001, "kl_type": "k1", "steps": steps}})
+    return runs
+
+
+def _notebooks(smoke: bool) -> dict[str, dict[str, Any]]:
+    """Papermill parameters per notebook (all literals; ``runs_root``/``fig_dir`` set by dvc.yaml)."""
+    prompts = 4 if smoke else 32
+    samples = 3 if smoke else 8
+    return {
+        "template_collapse": {"smoke": smoke, "num_samples": 8 if smoke else 64},
+        "snr_mechanism": {"smoke": smoke},
+        "main_results": {"smoke": smoke},
+        "rv_quartiles": {"smoke": smoke, "num_prompts": prompts, "group_size": samples},
+        "stochasticity": {"smoke": smoke},
+        "diagnostics": {"smoke": smoke},
+        "training_dynamics": {"smoke": smoke, "num_prompts": prompts, "group_size": samples},
+        "interventions": {"smoke": smoke},
+    }
+
+
+def _with_overrides_minimal(base: dict[str, Any], runs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Drop override entries equal to the base value (so params.yaml says only what differs)."""
+
+    def prune(over: dict[str, Any], ref: dict[str, Any]) -> dict[str, Any]:
+        out = {}
+        for k, v in over.items():
+            if isinstance(v, dict) and isinstance(ref.get(k), dict) and k != "kwargs":
+                sub = prune(v, ref[k])
+                if sub:
+                    out[k] = sub
+            elif ref.get(k, object()) != v:
+                out[k] = v
+        return out
+
+    pruned = {rid: prune(over, base) for rid, over in runs.items()}
+    for rid, over in pruned.items():  # env.kwargs is replaced as a whole when present: keep it explicit
+        if "kwargs" in runs[rid].get("env", {}) and runs[rid]["env"]["kwargs"] != base["env"]["kwargs"]:
+            over.setdefault("env", {})["kwargs"] = runs[rid]["env"]["kwargs"]
+    return pruned
+
+
+def _warm_start_path(cfg: RunConfig) -> str:
+    from ragen2.trainer.pipeline import _warm_start_key
+
+    root = WARM_START_DIR if cfg.warm_start.steps > 0 else INITIAL_POLICY_DIR
+    return f"{root}/{_warm_start_key(cfg)}"
+
+
+def build(name: str) -> Profile:
+    """The profile ``cpu``, ``smoke`` or ``paper`` (every run's config is checked strictly)."""
+    if name not in PROFILE_NAMES:
+        raise ValueError(f"unknown profile {name!r}; known: {', '.join(PROFILE_NAMES)}")
+    base = {"cpu": _cpu_base, "smoke": _smoke_base, "paper": _paper_base}[name]()
+    from_dict(RunConfig, base)  # strict check of the base
+    sizes = SIZES[name]
+    base["trainer"]["steps"] = sizes.steps
+    runs = _with_overrides_minimal(base, _grid(sizes, paper=name == "paper"))
+    profile = Profile(name=name, base=base, runs=runs, notebooks=_notebooks(name == "smoke"))
+    keys = {rid: _warm_start_path(profile.config(rid)) for rid in runs}
+    return Profile(name=name, base=base, runs=runs, notebooks=profile.notebooks, warm_start_keys=keys)
+
+
+# ---------------------------------------------------------------------------------------------
+# Time budget
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Estimate:
+    runs: int
+    train_steps: int
+    warm_starts: int
+    train_s: float
+    warm_start_s: float
+    notebooks_s: float
+    workers: int
+
+    @property
+    def total_s(self) -> float:
+        """Wall-clock estimate: training and warm starts shared over the workers, notebooks serial."""
+        return (self.train_s + self.warm_start_s) / self.workers + self.notebooks_s
+
+    def summary(self) -> str:
+        return (f"{self.runs} runs, {self.train_steps} RL steps ({self.train_s / 60:.1f} CPU-min), "
+                f"{self.warm_starts} warm starts ({self.warm_start_s / 60:.1f} CPU-min), notebooks "
+                f"{self.notebooks_s / 60:.1f} min; on {self.workers} workers about {self.total_s / 60:.0f} min wall")
+
+
+def estimate(profile: Profile, s_per_step: dict[str, float] | None = None,
+             s_per_warm_start_step: float = S_PER_WARM_START_STEP, workers: int = WORKERS,
+             s_per_notebook: float = S_PER_NOTEBOOK) -> Estimate:
+    """Estimated wall time of the profile's pipeline from measured per-step costs.
+
+    Each run costs :data:`S_PER_RUN` plus ``steps * s_per_step[env]`` (the two or three gradient-analysis
+    steps of some runs are not counted separately); each distinct warm start ``warm_start.steps *
+    s_per_warm_start_step``. Notebooks run one after another after training.
+    """
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers!r}")
+    rates = dict(S_PER_STEP if s_per_step is None else s_per_step)
+    train_s, steps = S_PER_RUN * len(profile.runs), 0
+    for rid in profile.runs:
+        cfg = profile.config(rid)
+        if cfg.env.name not in rates:
+            raise ValueError(f"no measured s/step for env {cfg.env.name!r} (have {sorted(rates)})")
+        steps += cfg.trainer.steps
+        train_s += cfg.trainer.steps * rates[cfg.env.name]
+    ws = profile.warm_starts()
+    ws_s = sum(profile.config(w["run"]).warm_start.steps * s_per_warm_start_step for w in ws.values())
+    return Estimate(runs=len(profile.runs), train_steps=steps, warm_starts=len(ws), train_s=train_s,
+                    warm_start_s=ws_s, notebooks_s=s_per_notebook * len(profile.notebooks), workers=workers)

@@ -1,0 +1,93 @@
+"""The paper notebooks: committed clean (no outputs, a parameters cell, no def/class); the smoke pipeline runs."""
+
+from __future__ import annotations
+
+import ast
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+EXPECTED = ["01_template_collapse", "02_snr_mechanism", "03_main_results", "04_rv_quartiles", "05_stochasticity",
+            "06_diagnostics", "07_training_dynamics", "08_interventions"]
+PROMPT_LEVEL = {"04_rv_quartiles", "07_training_dynamics"}
+"""Notebooks that roll policies out (they take a ``cache_dir`` parameter)."""
+
+
+def test_the_eight_notebooks_exist():
+    assert [p.stem for p in NOTEBOOKS] == EXPECTED
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_is_committed_clean(path):
+    book = nbformat.read(path, as_version=4)
+    nbformat.validate(book)
+    assert book.metadata["kernelspec"]["name"] == "python3"
+    code = [c for c in book.cells if c.cell_type == "code"]
+    for cell in code:
+        assert cell.outputs == [] and cell.execution_count is None, f"{path.name}: cell with outputs"
+    assert book.cells[0].cell_type == "markdown", "narrative first"
+    tagged = [c for c in code if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1 and tagged[0] is code[0], "the first code cell, and only it, is tagged `parameters`"
+    for stmt in ast.parse(tagged[0].source).body:  # only literal assignments
+        assert isinstance(stmt, ast.Assign), ast.dump(stmt)
+        ast.literal_eval(stmt.value)
+    names = {t.id for s in ast.parse(tagged[0].source).body for t in s.targets}
+    assert {"runs_root", "fig_dir", "smoke"} <= names
+    for cell in code:
+        for node in ast.walk(ast.parse(cell.source)):
+            assert not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)), \
+                f"{path.name}: define helpers in ragen2, not in the notebook"
+    source = "\n".join(c.source for c in code)
+    if path.stem != "01_template_collapse":
+        assert "write_claims(" in source
+    assert "save_figure(" in source
+
+
+def test_dvc_yaml_declares_every_notebook_and_its_figures():
+    import re
+
+    import yaml
+
+    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+    for path in NOTEBOOKS:
+        stage = stages[f"nb_{path.stem}"]
+        assert f"notebooks/{path.stem}.ipynb" in stage["deps"]
+        outs = [next(iter(o)) if isinstance(o, dict) else o for o in stage["outs"]]
+        assert f"data/executed/{path.stem}.ipynb" in outs
+        source = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code")
+        for name in set(re.findall(r'save_(?:figure|table)\([^"]*"([a-z0-9_]+)"', source)):
+            assert any(o.startswith(f"paper_figures/{name}.") for o in outs), f"{path.stem}: {name} not an out"
+
+
+@pytest.mark.slow
+def test_smoke_runs_execute_every_notebook(tmp_path):
+    """Train the smoke profile's runs (in this process) and execute all notebooks on them; merge the claims."""
+    import papermill
+    import torch
+
+    from ragen2.claims import CLAIM_IDS, merge_claims
+    from ragen2.profiles import build
+    from ragen2.trainer.loop import train
+
+    torch.set_num_threads(1)
+    profile = build("smoke")
+    runs_root, cache_dir, fig_dir = tmp_path / "runs", tmp_path / "cache", tmp_path / "figures"
+    t0 = time.perf_counter()
+    for rid in profile.runs:
+        train(profile.config(rid), runs_root / rid, cache_dir=cache_dir, resume=False, progress=False)
+    t_train = time.perf_counter() - t0
+    (tmp_path / "executed").mkdir()
+    for path in NOTEBOOKS:
+        params = {"runs_root": str(runs_root), "fig_dir": str(fig_dir), **profile.notebooks[path.stem[3:]]}
+        if path.stem in PROMPT_LEVEL:
+            params["cache_dir"] = str(cache_dir)
+        papermill.execute_notebook(str(path), str(tmp_path / "executed" / path.name), parameters=params,
+                                   kernel_name="python3", cwd=str(REPO), progress_bar=False, log_output=False)
+    merged = merge_claims(fig_dir, require_all=True)
+    assert [c.claim for c in merged.rows] == list(CLAIM_IDS)
+    assert (fig_dir / "fig_four_regimes_toy.png").exists() and (fig_dir / "fig_reward_heatmaps.pdf").exists()
+    print(f"smoke: train {t_train:.0f} s, total {time.perf_counter() - t0:.0f} s")

@@ -1,0 +1,122 @@
+"""Experiment profiles: valid configs, run ids, the committed params.yaml and the time estimate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ragen2.__main__ import main
+from ragen2.analysis import parse_run_id
+from ragen2.config import RunConfig, from_dict, load_config, run_ids, to_dict
+from ragen2.profiles import PROFILE_NAMES, S_PER_RUN, SLIPS, build, estimate, filter_tag, fmt_value, run_id
+
+PARAMS = Path(__file__).resolve().parents[1] / "params.yaml"
+
+
+@pytest.fixture(scope="module")
+def profiles():
+    return {name: build(name) for name in PROFILE_NAMES}
+
+
+def test_every_profile_builds_strict_configs(profiles):
+    for name, profile in profiles.items():
+        assert set(profile.base) == set(to_dict(RunConfig())), name
+        from_dict(RunConfig, profile.base)
+        for rid in profile.runs:
+            cfg = profile.config(rid)
+            parts = parse_run_id(rid)
+            assert (parts["env"], parts["algo"], parts["seed"]) == (cfg.env.name, cfg.trainer.algo, cfg.seed), rid
+
+
+def test_run_ids_round_trip_and_reject_bad_parts():
+    rid = run_id("frozenlake", "dr_grpo", filter_tag("top_p", 0.9), f"slip{fmt_value(0.05)}", 3)
+    assert rid == "frozenlake__dr_grpo__topp0p9__slip0p05__s3"
+    assert parse_run_id(rid) == {"env": "frozenlake", "algo": "dr_grpo", "filter_tag": "topp0p9", "study": "slip",
+                                 "study_value": 0.05, "seed": 3}
+    with pytest.raises(ValueError, match="'a.b'"):
+        run_id("a.b", "ppo", "none", "main", 0)
+    with pytest.raises(ValueError, match="-1"):
+        fmt_value(-1)
+    with pytest.raises(ValueError, match="not of the form"):
+        parse_run_id("nope")
+
+
+def test_cpu_profile_has_the_designed_studies(profiles):
+    cpu = profiles["cpu"]
+    parts = [parse_run_id(r) for r in cpu.runs]
+    studies = {p["study"] for p in parts}
+    assert studies == {"main", "mech", "slip", "ent", "kl", "toppsweep"}
+    slips = sorted({p["study_value"] for p in parts if p["study"] == "slip"})
+    assert len(slips) >= 2 and any(0.05 <= s <= 0.5 for s in slips) and set(slips) <= set(SLIPS)
+    for rid in cpu.runs:  # slip = 1 - success_rate, exactly
+        p = parse_run_id(rid)
+        if p["study"] == "slip":
+            assert cpu.config(rid).env.kwargs["success_rate"] == pytest.approx(1 - p["study_value"])
+    mech = [cpu.config(r) for r in cpu.runs if parse_run_id(r)["study"] == "mech"]
+    assert {c.trainer.entropy_coef for c in mech} == {0.0, 0.02}
+    assert all(c.trainer.entropy_scope == "reasoning" and c.trainer.kl_coef == 0 for c in mech)
+    # every cell of the main comparison has >= 4 paired seeds, same env seeds in both conditions
+    main = [p for p in parts if p["study"] in ("main", "mech") and p["study_value"] != 0]
+    cells: dict[tuple, set] = {}
+    for p in main:
+        cells.setdefault((p["env"], p["algo"], p["filter_tag"], p["study"]), set()).add(p["seed"])
+    assert all(len(seeds) >= 4 for seeds in cells.values())
+    grad = [cpu.config(r).grad_analysis.enabled for r in cpu.runs if parse_run_id(r)["study"] == "main"
+            and parse_run_id(r)["algo"] in ("ppo", "grpo")]
+    assert grad and all(grad)
+
+
+def test_paper_profile_uses_the_papers_setup(profiles):
+    paper = profiles["paper"]
+    parts = [parse_run_id(r) for r in paper.runs]
+    assert sorted({p["study_value"] for p in parts if p["study"] == "slip"}) == sorted(SLIPS)
+    assert {p["algo"] for p in parts if p["study"] == "main"} == {"ppo", "grpo", "dapo", "dr_grpo"}
+    cfg = paper.config(next(iter(paper.runs)))
+    assert cfg.policy.name_or_path == "Qwen/Qwen2.5-3B" and cfg.warm_start.steps == 0
+    assert (cfg.trainer.steps, cfg.rollout.env_groups, cfg.rollout.group_size) == (400, 8, 16)
+    assert cfg.rollout.backend == "vllm" and cfg.trainer.actor_lr == pytest.approx(1e-6)
+
+
+def test_warm_starts_are_shared_and_every_run_has_one(profiles):
+    for profile in profiles.values():
+        params = profile.params()
+        ws = params["pipeline"]["warm_starts"]
+        assert set(params["pipeline"]["train"]) == set(params["runs"])
+        paths = {v["path"] for v in ws.values()}
+        assert {v["warm_start"] for v in params["pipeline"]["train"].values()} == paths
+        assert len(ws) < len(params["runs"])  # shared, not one per run
+
+
+def test_estimate_is_computed_from_the_grid(profiles):
+    paper = profiles["paper"]
+    est = estimate(paper, s_per_step={"frozenlake": 1.0, "sokoban": 2.0}, s_per_warm_start_step=0.5, workers=2,
+                   s_per_notebook=10.0)
+    steps = {"frozenlake": 0, "sokoban": 0}
+    for rid in paper.runs:
+        cfg = paper.config(rid)
+        steps[cfg.env.name] += cfg.trainer.steps
+    assert est.train_s == pytest.approx(S_PER_RUN * len(paper.runs) + steps["frozenlake"] + 2 * steps["sokoban"])
+    assert est.warm_start_s == 0  # no warm start in the paper profile
+    assert est.total_s == pytest.approx(est.train_s / 2 + 10.0 * len(paper.notebooks))
+    with pytest.raises(ValueError, match="no measured s/step"):
+        estimate(paper, s_per_step={"frozenlake": 1.0})
+    cpu = estimate(profiles["cpu"])  # the measured rates; the CPU profile is sized to fit an hour
+    assert cpu.warm_starts == 2 and cpu.total_s <= 3600  # base + slip 50 %
+
+
+def test_committed_params_equal_profile_cpu(profiles):
+    """No drift: params.yaml is exactly `python -m ragen2 profile cpu` output."""
+    assert PARAMS.read_text() == profiles["cpu"].yaml()
+    assert len(run_ids(PARAMS)) == len(profiles["cpu"].runs)
+
+
+def test_cli_writes_a_loadable_params_file(tmp_path, capsys):
+    out = tmp_path / "sub" / "params.yaml"
+    assert main(["profile", "smoke", "--write", str(out), "--estimate"]) == 0
+    assert "estimate (smoke)" in capsys.readouterr().out
+    data = yaml.safe_load(out.read_text())
+    assert data["pipeline"]["profile"] == "smoke"
+    for rid in run_ids(out):
+        load_config(rid, out)
