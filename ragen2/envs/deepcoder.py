@@ -86,6 +86,7 @@ import numpy as np
 
 from ragen2.envs import sandbox
 from ragen2.envs.base import AgentDefaults, ExpertMove, StepResult, TextEnv
+from ragen2.envs.datafiles import load_table
 from ragen2.envs.deepcoder_problems import FAMILIES, PROBLEMS
 
 DIFFICULTIES = (1, 2, 3)
@@ -224,9 +225,6 @@ def write_offline_data(root: Path) -> list[Path]:
     return [path]
 
 
-_REAL_CACHE: dict[tuple, Any] = {}
-
-
 def load_deepcoder(path: str | os.PathLike) -> Any:
     """Load a DeepCoder-schema file (``.parquet``/``.jsonl``/``.json``) with ``datasets``, cached per process.
 
@@ -234,23 +232,7 @@ def load_deepcoder(path: str | os.PathLike) -> Any:
         FileNotFoundError: if ``path`` is not a file.
         ValueError: if the ``problem`` or ``tests`` column is missing, or there are no rows.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"DeepCoder data_path {str(path)!r} is not a file")
-    stat = path.stat()
-    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
-    if key not in _REAL_CACHE:
-        import datasets  # heavy import, only for real data
-
-        builder = "parquet" if path.suffix == ".parquet" else "json"
-        table = datasets.load_dataset(builder, data_files=str(path), split="train", keep_in_memory=True)
-        missing = {"problem", "tests"} - set(table.column_names)
-        if missing:
-            raise ValueError(f"DeepCoder file {str(path)!r} lacks columns {sorted(missing)}")
-        if len(table) == 0:
-            raise ValueError(f"DeepCoder file {str(path)!r} has no rows")
-        _REAL_CACHE[key] = table
-    return _REAL_CACHE[key]
+    return load_table(path, {"problem", "tests"}, "DeepCoder")
 
 
 def _cached_run(code: str, tests: list[dict], limits: dict[str, Any], use_cache: bool) -> sandbox.SandboxResult:

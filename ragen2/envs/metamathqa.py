@@ -61,6 +61,7 @@ from typing import Any
 import numpy as np
 
 from ragen2.envs.base import AgentDefaults, ExpertMove, StepResult, TextEnv
+from ragen2.envs.datafiles import load_table
 
 CORRECT_OBS = "Correct!"
 INCORRECT_OBS = "Incorrect. Please think again."
@@ -423,18 +424,10 @@ def write_offline_data(root: Path) -> list[Path]:
 
 # -- the real world: MetaMathQA from a local file ---------------------------------------------------
 
-_REAL_CACHE: dict[tuple, Any] = {}
-
-
 def extract_gold_answer(response: str) -> str | None:
     """Text after the last ``The answer is:`` in a MetaMathQA response, or ``None`` if absent."""
     head, marker, tail = response.rpartition(ANSWER_MARKER)
     return tail.strip() if marker else None
-
-
-def _file_key(path: Path) -> tuple:
-    stat = path.stat()
-    return (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
 
 
 def load_metamathqa(path: str | os.PathLike) -> Any:
@@ -444,22 +437,7 @@ def load_metamathqa(path: str | os.PathLike) -> Any:
         FileNotFoundError: if ``path`` does not exist.
         ValueError: if the file lacks the ``query`` or ``response`` column, or has no rows.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"MetaMathQA data_path {str(path)!r} is not a file")
-    key = _file_key(path)
-    if key not in _REAL_CACHE:
-        import datasets  # heavy import, only for real data
-
-        builder = "parquet" if path.suffix == ".parquet" else "json"
-        table = datasets.load_dataset(builder, data_files=str(path), split="train", keep_in_memory=True)
-        missing = {"query", "response"} - set(table.column_names)
-        if missing:
-            raise ValueError(f"MetaMathQA file {str(path)!r} lacks columns {sorted(missing)}")
-        if len(table) == 0:
-            raise ValueError(f"MetaMathQA file {str(path)!r} has no rows")
-        _REAL_CACHE[key] = table
-    return _REAL_CACHE[key]
+    return load_table(path, {"query", "response"}, "MetaMathQA")
 
 
 # -- the environment ------------------------------------------------------------------------------
