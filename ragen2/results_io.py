@@ -23,15 +23,15 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from ragen2.fileio import write_bytes_atomic, write_text_atomic  # noqa: F401  (re-exported)
 
 FIGURE_DPI = 200
 """Resolution of every saved PNG (the PDF is vector; its raster parts use the same dpi)."""
@@ -55,32 +55,6 @@ _NON_FINITE = {
 # ---------------------------------------------------------------------------------------------
 # Atomic writers
 # ---------------------------------------------------------------------------------------------
-def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and ``os.replace``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
-
-
-def write_text_atomic(path: str | Path, text: str) -> Path:
-    """Write ``text`` (UTF-8) to ``path`` atomically."""
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}")
-    return write_bytes_atomic(path, text.encode("utf-8"))
-
-
 def _json_ready(obj: Any) -> Any:
     """``obj`` with numpy scalars/arrays turned into Python values and non-finite floats into None."""
     if isinstance(obj, Mapping):

@@ -64,7 +64,6 @@ from __future__ import annotations
 import copy
 import functools
 import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,6 +81,7 @@ from ragen2.envs.countdown_arithmetic import (
     score_expression,
     solve,
 )
+from ragen2.fileio import atomic_path
 
 DEFAULT_NUM_GENERATED = 10_000
 DEFAULT_NUM_REAL_ROWS = 20_000  # the reference reads the first 20,000 rows of the real set
@@ -248,17 +248,9 @@ def write_offline_data(root: Path, *, num_problems: int = DEFAULT_NUM_GENERATED)
             "solution": pa.array([p.solution for p in problems], pa.string()),
         }
     )
-    out_dir = Path(root) / "countdown"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    out_path = out_dir / "train.parquet"
-    fd, tmp_name = tempfile.mkstemp(dir=out_dir, prefix=".train.", suffix=".parquet.tmp")
-    os.close(fd)
-    try:
-        pq.write_table(table, tmp_name)
-        os.replace(tmp_name, out_path)
-    finally:
-        if os.path.exists(tmp_name):
-            os.unlink(tmp_name)
+    out_path = Path(root) / "countdown" / "train.parquet"
+    with atomic_path(out_path) as tmp:
+        pq.write_table(table, tmp)
     return [out_path]
 
 

@@ -74,7 +74,6 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 import textwrap
 import threading
 import unicodedata
@@ -88,6 +87,7 @@ from ragen2.envs import sandbox
 from ragen2.envs.base import AgentDefaults, ExpertMove, StepResult, TextEnv
 from ragen2.envs.datafiles import load_table
 from ragen2.envs.deepcoder_problems import FAMILIES, PROBLEMS
+from ragen2.fileio import atomic_path
 
 DIFFICULTIES = (1, 2, 3)
 #: Words through which Python code can put text on stdout; code with none of them cannot.
@@ -210,18 +210,10 @@ def problem_record(problem: dict[str, Any]) -> dict[str, Any]:
 
 def write_offline_data(root: Path) -> list[Path]:
     """Write the offline problem set to ``root/deepcoder/problems.jsonl`` (DeepCoder schema), atomically."""
-    out_dir = Path(root) / "deepcoder"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "problems.jsonl"
-    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".problems.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            for problem in PROBLEMS:
-                handle.write(json.dumps(problem_record(problem), ensure_ascii=False) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    path = Path(root) / "deepcoder" / "problems.jsonl"
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as handle:
+        for problem in PROBLEMS:
+            handle.write(json.dumps(problem_record(problem), ensure_ascii=False) + "\n")
     return [path]
 
 

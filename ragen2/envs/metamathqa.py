@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -62,6 +61,7 @@ import numpy as np
 
 from ragen2.envs.base import AgentDefaults, ExpertMove, StepResult, TextEnv
 from ragen2.envs.datafiles import load_table
+from ragen2.fileio import atomic_path
 
 CORRECT_OBS = "Correct!"
 INCORRECT_OBS = "Incorrect. Please think again."
@@ -407,18 +407,10 @@ def problem_to_record(problem: MathProblem) -> dict[str, str]:
 
 def write_offline_data(root: Path) -> list[Path]:
     """Write the offline problem set to ``root/metamathqa/train.jsonl`` (real schema), atomically."""
-    out_dir = Path(root) / "metamathqa"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "train.jsonl"
-    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".train.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            for problem in offline_problems():
-                handle.write(json.dumps(problem_to_record(problem), ensure_ascii=False) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    path = Path(root) / "metamathqa" / "train.jsonl"
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as handle:
+        for problem in offline_problems():
+            handle.write(json.dumps(problem_to_record(problem), ensure_ascii=False) + "\n")
     return [path]
 
 

@@ -65,7 +65,6 @@ import json
 import os
 import re
 import string
-import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,6 +74,7 @@ import numpy as np
 
 from ragen2.envs.base import AgentDefaults, ExpertMove, StepResult, TextEnv
 from ragen2.envs.searchqa_world import OFFLINE_WORLD_VERSION, KnowledgeQuestion, offline_world
+from ragen2.fileio import atomic_path
 
 ACTIONS_LINE = "Available actions: search[<query>], finish[<answer>]"
 MAX_STEPS_LINE = "Maximum search steps reached. The episode is over."
@@ -273,14 +273,8 @@ def write_offline_data(root: Path) -> list[Path]:
         ("train.parquet", lambda tmp: pq.write_table(table, tmp)),
         ("corpus.jsonl", lambda tmp: Path(tmp).write_text(lines, encoding="utf-8")),
     ):
-        fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=f".{name}.", suffix=".tmp")
-        os.close(fd)
-        try:
+        with atomic_path(out_dir / name) as tmp:
             write(tmp)
-            os.replace(tmp, out_dir / name)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
         written.append(out_dir / name)
     return written
 

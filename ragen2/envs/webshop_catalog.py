@@ -21,13 +21,14 @@ import itertools
 import json
 import os
 import re
-import tempfile
 from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ragen2.fileio import write_text_atomic
 
 #: Results a search returns (WebShop keeps the top 50) and results shown per page.
 SEARCH_RETURN_N = 50
@@ -297,26 +298,12 @@ def synthetic_catalog(num_products: int = 500, seed: int = 0, goals_per_product:
 # ---------------------------------------------------------------------------------------------
 # Files: our offline copy and WebShop's own product/instruction files
 # ---------------------------------------------------------------------------------------------
-def _atomic_write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)  # mkstemp makes owner-only files
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
 def write_catalog(catalog: Catalog, folder: Path) -> list[Path]:
     """Write ``catalog`` as ``folder/products.json`` and ``folder/goals.jsonl`` (atomically)."""
     products = [{**asdict(p), "options": {k: list(v) for k, v in p.options}} for p in catalog.products]
     goals = "".join(json.dumps({**asdict(g), "options": dict(g.options)}) + "\n" for g in catalog.goals)
-    return [_atomic_write(folder / "products.json", json.dumps(products, indent=1) + "\n"),
-            _atomic_write(folder / "goals.jsonl", goals)]
+    return [write_text_atomic(folder / "products.json", json.dumps(products, indent=1) + "\n"),
+            write_text_atomic(folder / "goals.jsonl", goals)]
 
 
 def _read_own_files(folder: Path) -> tuple[list[Product], list[Goal]]:

@@ -18,22 +18,12 @@ from typing import Any
 import numpy as np
 import torch
 
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file, fsync and rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+from ragen2.fileio import write_bytes_atomic
 
 
 def atomic_write_json(path: Path, obj: Any) -> None:
     """Write ``obj`` as indented JSON, atomically."""
-    atomic_write_bytes(Path(path), (json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n").encode())
+    write_bytes_atomic(Path(path), (json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n").encode())
 
 
 def rng_state(shuffle_rng: np.random.Generator) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ragen2.trainer.checkpoint import atomic_write_bytes
+from ragen2.fileio import write_bytes_atomic
 
 
 def _jsonable(value: Any) -> Any:
@@ -42,7 +42,7 @@ class RunLogger:
         self.jsonl = self.run_dir / "metrics.jsonl"
         self.history: list[dict[str, Any]] = list(history or [])
         rows = "".join(json.dumps({k: _jsonable(v) for k, v in r.items()}) + "\n" for r in self.history)
-        atomic_write_bytes(self.jsonl, rows.encode())
+        write_bytes_atomic(self.jsonl, rows.encode())
         live_dir = self.run_dir / "dvclive"
         resume = history is not None and live_dir.exists()
         if resume:
@@ -80,7 +80,7 @@ def _truncate_dvclive(live_dir: Path, last_step: int) -> None:
         writer = csv.DictWriter(out, fieldnames=reader.fieldnames, delimiter="\t", lineterminator="\n")
         writer.writeheader()
         writer.writerows(kept)
-        atomic_write_bytes(tsv, out.getvalue().encode())
+        write_bytes_atomic(tsv, out.getvalue().encode())
 
 
 def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
