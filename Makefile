@@ -18,7 +18,7 @@ export TRL_EXPERIMENTAL_SILENCE := 1
 export TOKENIZERS_PARALLELISM := false
 export MPLBACKEND := Agg
 
-.PHONY: setup test test-slow repro lint bench clean-venv params smoke train-parallel
+.PHONY: setup test test-slow repro lint bench clean-venv params smoke
 
 setup: $(VENV)/.installed
 
@@ -39,21 +39,22 @@ test: setup
 test-slow: setup
 	$(PY) -m pytest -m "slow and not gpu" -q
 
+# DVC 3.67 has no `dvc repro -j`: build the warm starts, train the stale runs WORKERS at a time (one torch
+# thread each), record them in dvc.lock with `dvc commit`, then `dvc repro` runs the notebooks and claims.
+# An interrupted run resumes from its checkpoint; a second `make repro` finds nothing to do.
+WORKERS ?= 2
+repro: export PATH := $(abspath $(VENV))/bin:$(PATH)
 repro: setup
-	PATH="$(abspath $(VENV))/bin:$$PATH" dvc repro
+	dvc repro warmstart
+	set -o pipefail; $(PY) -m ragen2 stale-runs | \
+	  xargs -r -P $(WORKERS) -I{} $(PY) -m ragen2 train {} --cache-dir data/cache --threads 1 >/dev/null
+	set -o pipefail; $(PY) -m ragen2 stale-runs | sed 's/^/train@/' | xargs -r dvc commit -f -q
+	dvc repro
 
 # params.yaml is generated: edit ragen2/profiles.py, then `make params` (tests check there is no drift).
 params: setup
 	$(PY) -m ragen2 profile cpu --write params.yaml
 	$(PY) -m ragen2 profile cpu --estimate
-
-# DVC 3.67 has no `dvc repro -j`: build the warm starts, train every run two at a time (one torch thread
-# each), record them in dvc.lock with `dvc commit`, then let `dvc repro` run the notebooks and claims.
-train-parallel: setup
-	PATH="$(abspath $(VENV))/bin:$$PATH" dvc repro warmstart
-	$(PY) -c "from ragen2.config import run_ids; print('\n'.join(run_ids()))" | \
-	  xargs -P 2 -I{} $(PY) -m ragen2 train {} --cache-dir data/cache --threads 1 >/dev/null
-	PATH="$(abspath $(VENV))/bin:$$PATH" dvc commit -f train
 
 # The whole pipeline on the smoke profile (tiny everything), in a scratch copy so params.yaml,
 # dvc.lock and data/ of this checkout stay untouched. Numbers are meaningless; the plumbing is real.

@@ -13,6 +13,8 @@ Commands:
 - ``warmstart RUN_ID [--params params.yaml] [--cache-dir DIR] [--expect PATH]``: build (or find) the
   warm start a run starts from; ``--expect`` checks it lands at that path (the DVC out).
 - ``claims [--dir paper_figures]``: merge ``claims_<section>.csv`` into ``claims.csv``.
+- ``stale-runs``: print the run ids whose DVC ``train`` stage is not up to date (``dvc status``), one per
+  line; ``make repro`` trains those two at a time and records them with ``dvc commit``.
 
 More subcommands (audit, data) register the same way: a ``_add_<name>(subparsers)`` function that
 sets ``func`` on its parser.
@@ -185,10 +187,43 @@ def _add_claims(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_claims)
 
 
+def stale_train_stages(status: dict) -> list[str]:
+    """Run ids of the ``train@<run id>`` entries of ``dvc status --json`` output, in its order."""
+    return [name.split("@", 1)[1] for name in status if name.startswith("train@")]
+
+
+def _cmd_stale_runs(args: argparse.Namespace) -> int:
+    import subprocess
+
+    proc = subprocess.run([args.dvc, "status", "--json"], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        print(proc.stderr, file=sys.stderr)
+        return proc.returncode
+    status = json.loads(proc.stdout or "{}")
+    order = {rid: i for i, rid in enumerate(_params_run_ids(args.params))}
+    for rid in sorted(stale_train_stages(status), key=lambda r: order.get(r, len(order))):
+        print(rid)
+    return 0
+
+
+def _params_run_ids(params: str) -> list[str]:
+    from ragen2.config import run_ids
+
+    return run_ids(params) if Path(params).exists() else []
+
+
+def _add_stale_runs(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("stale-runs", help="run ids whose DVC train stage is not up to date (params.yaml order)")
+    p.add_argument("--dvc", default="dvc", help="the dvc executable (default: dvc on PATH)")
+    p.add_argument("--params", default="params.yaml", help="the params file, for the order (default: params.yaml)")
+    p.set_defaults(func=_cmd_stale_runs)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ragen2", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_add_train, _add_grad_analysis, _add_audit, _add_profile, _add_warmstart, _add_claims):
+    for add in (_add_train, _add_grad_analysis, _add_audit, _add_profile, _add_warmstart, _add_claims,
+                _add_stale_runs):
         add(sub)
     return parser
 

@@ -33,6 +33,23 @@ _RUN_ID_RE = re.compile(r"^(?P<env>[^_]+(?:_[^_]+)*)__(?P<algo>[a-z_]+)__(?P<fil
                         r"(?P<study>[a-z]+)(?P<value>[0-9p]*)__s(?P<seed>\d+)$")
 MI_METRIC = "collapse_first_turn/mi_estimate"
 """The per-token MI proxy used as "the MI" in verdicts (the probe's MI_tok)."""
+SMALLEST_EFFECTS = {
+    "C3_success": 0.05,
+    "C3_mi": 0.05,
+    "C5": 0.02,
+    "C6_mi": 0.1,
+    "C6_zero_variance": 0.5,
+    "C7_rho": -0.3,
+}
+"""Smallest effects that would count as the paper's, for claims where the paper gives no number, fixed
+before the CPU runs were looked at. A verdict is ``disagree`` when the 95 % interval of our effect excludes
+it (our data rule out an effect that large) even though no significant effect was found either way:
+C3, top minus bottom RV quartile, 5 points of success and 0.05 nats of per-token MI; C5, the filter's gain
+at partial slip minus its gain at the extremes, 2 points (the paper's FrozenLake gains span 0.6-10.9);
+C6, Top-p minus none in final per-token MI, 0.1 nats (a third of the CPU probe's +0.34), and a rise of
+0.5 zero-variance groups per batch (mean of the last 5 steps minus the first 5); C7, a Spearman rho of -0.3 between the
+top-p value and final success. Where the paper gives a number (C1: its mean FrozenLake gain over the
+algorithms run; C2: its rho of +0.39 for MI-ZScore), that number is used instead."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -87,12 +104,13 @@ def load_study(runs_root: str | Path, studies: str | Sequence[str],
 # ---------------------------------------------------------------------------------------------
 def paired_claim(claim: str, runs: pd.DataFrame, value: str, a: str, b: str, *, direction: str = "greater",
                  condition: str = "condition", pair_on: str | Sequence[str] = "seed", what: str = "",
-                 scale: float = 1.0) -> Claim:
+                 scale: float = 1.0, paper_effect: float | None = None) -> Claim:
     """A claim judged by a paired test of ``value`` under condition ``a`` vs ``b``.
 
     Pairs are rows that agree on ``pair_on`` (one or several columns, e.g. ``("env", "algo",
-    "seed")``). The verdict is :func:`ragen2.stats.decide` on the Wilcoxon p of ``a - b``; with
-    fewer than 2 pairs it is ``inconclusive``.
+    "seed")``). The verdict is :meth:`ragen2.stats.PairedResult.verdict` (paired t-test of ``a - b``;
+    ``disagree`` also when the t-CI excludes ``paper_effect``, the smallest difference that would
+    count as the paper's effect); with fewer than 2 pairs it is ``inconclusive``.
     """
     keys = [pair_on] if isinstance(pair_on, str) else list(pair_on)
     data = runs.dropna(subset=[value])
@@ -102,24 +120,36 @@ def paired_claim(claim: str, runs: pd.DataFrame, value: str, a: str, b: str, *, 
     if len(joined) < 2:
         return Claim(claim, "inconclusive", f"{label}{len(joined)} pair(s) of {a} vs {b} on {value}; too few")
     result = paired_test(joined[a].to_numpy(), joined[b].to_numpy())
-    verdict = decide(result.mean_diff, result.wilcoxon_p, direction)
-    return Claim(claim, verdict, f"{label}{value} {a} - {b}: {result.summary(scale=scale)}")
+    verdict = result.verdict(direction, paper_effect)
+    return Claim(claim, verdict, f"{label}{value} {a} - {b}: {result.summary(scale=scale)}{_paper_text(paper_effect, scale)}")
 
 
-def trend_claim(claim: str, steps: pd.DataFrame, metric: str, *, direction: str, what: str = "") -> Claim:
-    """Does ``metric`` rise (``greater``) or fall (``less``) from the first to the last logged value of each run?
+def _paper_text(paper_effect: float | None, scale: float = 1.0) -> str:
+    return f"; paper's effect {paper_effect * scale:+.3g}" if paper_effect is not None else ""
 
-    Paired test over runs of ``last - first``.
+
+def trend_claim(claim: str, steps: pd.DataFrame, metric: str, *, direction: str, what: str = "",
+                paper_effect: float | None = None, window: int = 1) -> Claim:
+    """Does ``metric`` rise (``greater``) or fall (``less``) over training in each run?
+
+    Per run: the mean of its last ``window`` logged values minus the mean of its first ``window``
+    (a window of several steps for noisy per-step counts); a paired t-test over runs.
     """
+    if window < 1:
+        raise ValueError(f"window must be >= 1, got {window!r}")
     sub = steps[steps["metric"] == metric].dropna(subset=["value"]).sort_values("step")
-    ends = sub.groupby("run_id")["value"].agg(["first", "last", "count"])
-    ends = ends[ends["count"] >= 2]
+    ends = sub.groupby("run_id")["value"].agg(first=lambda v: v.iloc[:window].mean(),
+                                              last=lambda v: v.iloc[-window:].mean(), count="count")
+    ends = ends[ends["count"] >= 2 * window]
     label = f"{what}: " if what else ""
     if len(ends) < 2:
-        return Claim(claim, "inconclusive", f"{label}{metric} logged at 2+ steps in {len(ends)} run(s); too few")
+        return Claim(claim, "inconclusive", f"{label}{metric} logged at {2 * window}+ steps in {len(ends)} run(s); "
+                                            "too few")
     result = paired_test(ends["last"].to_numpy(), ends["first"].to_numpy())
-    verdict = decide(result.mean_diff, result.wilcoxon_p, direction)
-    return Claim(claim, verdict, f"{label}{metric} last - first over {len(ends)} runs: {result.summary()}")
+    verdict = result.verdict(direction, paper_effect)
+    span = f"mean of the last {window} - first {window} steps" if window > 1 else "last - first"
+    return Claim(claim, verdict, f"{label}{metric} {span} over {len(ends)} runs: "
+                                 f"{result.summary().replace(' pairs', ' runs')}{_paper_text(paper_effect)}")
 
 
 def combine(claim: str, parts: Sequence[Claim]) -> Claim:
@@ -151,7 +181,8 @@ def gain_by_value(runs: pd.DataFrame, value_col: str, metric: str = "final_succe
 
 
 def stochasticity_claim(claim: str, runs: pd.DataFrame, value_col: str = "slip_rate",
-                        mid: tuple[float, float] = (0.05, 0.5), a: str = "top_p", b: str = "none") -> Claim:
+                        mid: tuple[float, float] = (0.05, 0.5), a: str = "top_p", b: str = "none",
+                        paper_effect: float | None = None) -> Claim:
     """C5: the filter's gain is larger at partial stochasticity than at the extremes.
 
     Per seed: mean gain ``a - b`` over slip rates in ``[mid[0], mid[1]]`` minus the mean gain over
@@ -167,8 +198,9 @@ def stochasticity_claim(claim: str, runs: pd.DataFrame, value_col: str = "slip_r
     if len(per_seed) < 2:
         return Claim(claim, "inconclusive", f"{len(per_seed)} seed(s) with both mid and extreme slip rates; too few")
     res = paired_test(per_seed["mid"].to_numpy(), per_seed["ends"].to_numpy())
-    return Claim(claim, decide(res.mean_diff, res.wilcoxon_p, "greater"),
-                 f"gain({a} - {b}) at slip in [{mid[0]:g}, {mid[1]:g}] minus gain elsewhere: {res.summary()}")
+    return Claim(claim, res.verdict("greater", paper_effect),
+                 f"gain({a} - {b}) at slip in [{mid[0]:g}, {mid[1]:g}] minus gain elsewhere: {res.summary()}"
+                 f"{_paper_text(paper_effect)}")
 
 
 def correlation_table(runs: pd.DataFrame, metrics: dict[str, str], target: str = "final_success",
@@ -199,12 +231,16 @@ def correlation_table(runs: pd.DataFrame, metrics: dict[str, str], target: str =
 def correlation_claim(claim: str, corr: pd.DataFrame, mi_metric: str, entropy_metrics: Sequence[str]) -> Claim:
     """C2: the MI proxy correlates positively with success (significant), and better than entropies.
 
-    ``agree`` = rho(MI) significantly > 0 and larger than every entropy metric's rho; ``disagree`` =
-    rho(MI) significantly < 0 or below an entropy metric with a significant correlation.
+    ``agree`` = rho(MI) significantly > 0 and larger than every entropy metric's |rho|; ``disagree`` =
+    rho(MI) significantly < 0, or below an entropy metric with a significant correlation, or (when
+    ``corr`` has the paper's values) a 95 % bootstrap CI of rho(MI) that lies below the paper's rho
+    (our runs rule out a correlation as strong as the paper's).
     """
     table = corr.set_index("metric")
     mi = table.loc[mi_metric]
-    base = decide(float(mi["rho"]), float(mi["p"]), "greater")
+    paper_rho = float(mi["paper_rho"]) if "paper_rho" in table.columns and not pd.isna(mi["paper_rho"]) else None
+    base = decide(float(mi["rho"]), float(mi["p"]), "greater", ci=(float(mi["ci_low"]), float(mi["ci_high"])),
+                  paper_effect=paper_rho)
     ents = table.loc[[m for m in entropy_metrics if m in table.index]]
     better = bool((mi["rho"] > ents["rho"].abs()).all()) if len(ents) else False
     beaten = bool(((ents["p"] < 0.05) & (ents["rho"].abs() > mi["rho"])).any()) if len(ents) else False
@@ -213,8 +249,10 @@ def correlation_claim(claim: str, corr: pd.DataFrame, mi_metric: str, entropy_me
         verdict = "inconclusive"
     if beaten:
         verdict = "disagree"
-    text = ", ".join(f"{r.label} rho {r.rho:+.2f} (p={r.p:.2g}, n={r.n})" for r in corr.itertuples())
-    return Claim(claim, verdict, f"Spearman vs final success: {text}")
+    text = ", ".join(f"{r.label} rho {r.rho:+.2f} [{r.ci_low:+.2f}, {r.ci_high:+.2f}] (p={r.p:.2g}, n={r.n})"
+                     for r in corr.itertuples())
+    paper = f"; paper: {mi_metric.rsplit('/', 1)[-1]} rho {paper_rho:+.2f}" if paper_rho is not None else ""
+    return Claim(claim, verdict, f"Spearman vs final success (95% bootstrap CIs): {text}{paper}")
 
 
 def grad_claim(claim: str, grad: pd.DataFrame) -> Claim:
@@ -239,32 +277,85 @@ def grad_claim(claim: str, grad: pd.DataFrame) -> Claim:
     return Claim(claim, verdict, f"{algos}: task norm vs RV {task_text}; reg norm vs RV {reg_text}")
 
 
-def sweep_table(runs: pd.DataFrame, sweeps: dict[str, str], mi_metric: str = MI_METRIC) -> pd.DataFrame:
-    """One row per run of the intervention sweeps: ``sweep, value, seed, final_success, final_mi``.
+SWEPT_COLUMNS = {"ent": "trainer.entropy_coef", "kl": "trainer.kl_coef", "toppsweep": "filter.value"}
+"""The config column each intervention sweep changes."""
+SETTING_COLUMNS = ("env", "algo", "trainer.steps", "trainer.entropy_coef", "trainer.entropy_scope", "trainer.kl_coef",
+                   "filter.strategy", "filter.value", "filter.top_p_mode", "filter.include_zero", "env.kwargs.success_rate")
+"""Config columns that must agree for a run of another study to stand in as a sweep or slip point."""
+
+
+def _setting_keys(frame: pd.DataFrame, ignore: Sequence[str]) -> list[tuple]:
+    cols = [c for c in SETTING_COLUMNS if c not in ignore]
+    for col in cols:
+        if col not in frame.columns:
+            frame = frame.assign(**{col: math.nan})
+    return [tuple(map(str, row)) for row in frame[cols].to_numpy()]
+
+
+def borrowed_points(study_runs: pd.DataFrame, candidates: pd.DataFrame, ignore: Sequence[str]) -> pd.DataFrame:
+    """Rows of ``candidates`` whose settings equal those of some run in ``study_runs`` except the ``ignore``
+    columns (the swept ones): a profile with ``reuse_main`` trains such points once, in the main study.
+
+    Both tables come from :func:`load_study`; seeds are not compared.
+    """
+    wanted = set(_setting_keys(study_runs, ignore))
+    mask = [k in wanted for k in _setting_keys(candidates, ignore)]
+    return candidates[mask]
+
+
+def slip_runs(runs_root: str | Path, metrics: Sequence[str] = ()) -> pd.DataFrame:
+    """C5's runs with ``slip_rate`` = 1 - FrozenLake's ``success_rate``.
+
+    The main study's runs with the same algorithm, filter and trainer settings as some slip run (at
+    any slip rate) are added as their own slip rate (FrozenLake's base 2 %), unless the slip study
+    has runs at that rate and seed itself.
+    """
+    slip, _ = load_study(runs_root, "slip", metrics=metrics)
+    try:
+        main, _ = load_study(runs_root, "main", metrics=metrics)
+    except FileNotFoundError:
+        main = slip.iloc[0:0]
+    borrowed = borrowed_points(slip, main, ignore=("env.kwargs.success_rate",))
+    out = pd.concat([slip, borrowed], ignore_index=True)
+    out["slip_rate"] = (1.0 - out["env.kwargs.success_rate"].astype(float)).round(6)
+    return out.drop_duplicates(subset=["slip_rate", "condition", "seed", "algo"], keep="first").reset_index(drop=True)
+
+
+def sweep_table(runs: pd.DataFrame, sweeps: dict[str, str], mi_metric: str = MI_METRIC,
+                base: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per run of the intervention sweeps: ``sweep, value, seed, run_id, final_success, final_mi``.
 
     Args:
         runs: from :func:`load_study` with the final ``mi_metric`` column.
         sweeps: study tag -> sweep label (``{"ent": "entropy coef", "kl": "KL coef", "toppsweep": "top-p"}``).
-            The value of ``toppsweep`` runs is read from ``filter.value`` (1.0 = no filter).
+            The value is read from the config column the sweep changes (:data:`SWEPT_COLUMNS`; top-p 1.0
+            = no filter).
+        base: optional runs of another study (the main one) that are points of a sweep: those whose
+            settings equal a sweep run's except the swept column (and, for top-p, ``include_zero``).
     """
     rows = []
-    for d in runs.to_dict("records"):
-        if d["study"] not in sweeps:
-            continue
-        value = float(d["filter.value"]) if d["study"] == "toppsweep" else float(d["study_value"])
-        rows.append({"sweep": sweeps[d["study"]], "value": value, "seed": d["seed"],
-                     "final_success": d["final_success"], "final_mi": d.get(mi_metric, math.nan)})
+    for study, label in sweeps.items():
+        column = SWEPT_COLUMNS[study]
+        part = runs[runs["study"] == study]
+        if base is not None and len(part):
+            ignore = (column, "filter.include_zero") if study == "toppsweep" else (column,)
+            part = pd.concat([part, borrowed_points(part, base, ignore)], ignore_index=True)
+        for d in part.to_dict("records"):
+            rows.append({"sweep": label, "value": float(d[column]), "seed": d["seed"], "run_id": d["run_id"],
+                         "final_success": d["final_success"], "final_mi": d.get(mi_metric, math.nan)})
     if not rows:
         raise ValueError(f"no runs of the sweeps {sorted(sweeps)}")
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows).drop_duplicates(subset=["sweep", "run_id"]).reset_index(drop=True)
 
 
-def intervention_claim(claim: str, table: pd.DataFrame, filter_sweep: str, other_sweeps: Sequence[str]) -> Claim:
+def intervention_claim(claim: str, table: pd.DataFrame, filter_sweep: str, other_sweeps: Sequence[str],
+                       paper_rho: float | None = None) -> Claim:
     """C7: the top-p sweep moves success consistently (lower top-p -> higher success), the others do not.
 
     Spearman of the swept value vs final success per sweep. ``agree`` when the filter sweep's rho is
     significantly negative and no other sweep's is significant; ``disagree`` when the filter sweep
-    is significantly positive, or is not significant while another sweep is.
+    is significantly positive, or is not significant while another sweep is, or (with ``paper_rho``, a
+    negative rho) when its 95 % bootstrap CI lies above ``paper_rho`` (we rule out a relation that strong).
     """
     results = {}
     for name, part in table.groupby("sweep"):
@@ -273,14 +364,15 @@ def intervention_claim(claim: str, table: pd.DataFrame, filter_sweep: str, other
     main = results.get(filter_sweep)
     if main is None:
         return Claim(claim, "inconclusive", f"sweep {filter_sweep!r} has fewer than 3 runs")
-    verdict = decide(main.rho, main.p, "less")
+    verdict = decide(main.rho, main.p, "less", ci=(main.ci_low, main.ci_high), paper_effect=paper_rho)
     others_sig = [n for n in other_sweeps if results.get(n) is not None and results[n].p < 0.05]
     if verdict == "agree" and others_sig:
         verdict = "inconclusive"
     if verdict == "inconclusive" and others_sig and not main.p < 0.05:
         verdict = "disagree"
     text = "; ".join(f"{n}: {r.summary()}" if r is not None else f"{n}: <3 runs" for n, r in results.items())
-    return Claim(claim, verdict, f"swept value vs final success, {text}")
+    bar = f"; smallest effect of interest: rho {paper_rho:+.2f} for {filter_sweep}" if paper_rho is not None else ""
+    return Claim(claim, verdict, f"swept value vs final success, {text}{bar}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -388,8 +480,19 @@ def rv_quartile_table(prompts: pd.DataFrame, by: Sequence[str] = ("run_id", "pha
                                                                  rv=("rv", "mean"))
 
 
-def quartile_claim(claim: str, quartiles: pd.DataFrame) -> Claim:
-    """C3: success and MI higher in the top RV quartile than in the bottom one (paired over runs)."""
+def quartile_differences(quartiles: pd.DataFrame, col: str) -> pd.Series:
+    """Per (run, phase): ``col`` in the top RV quartile minus the bottom one (the pairs C3 is tested on)."""
+    wide = quartiles.pivot_table(index=["run_id", "phase"], columns="quartile", values=col)
+    if 4 not in wide.columns or 1 not in wide.columns:
+        raise ValueError(f"quartiles 1 and 4 of {col!r} are not both present")
+    return (wide[4] - wide[1]).dropna().rename(f"{col}_q4_minus_q1")
+
+
+def quartile_claim(claim: str, quartiles: pd.DataFrame, paper_effect: dict[str, float] | None = None) -> Claim:
+    """C3: success and MI higher in the top RV quartile than in the bottom one (paired over runs).
+
+    ``paper_effect``: optional smallest effect per column (``success``, ``mi``) for the t-CI rule.
+    """
     wide = quartiles.pivot_table(index=["run_id", "phase"], columns="quartile", values=["success", "mi"])
     parts = []
     for col in ("success", "mi"):
@@ -401,8 +504,9 @@ def quartile_claim(claim: str, quartiles: pd.DataFrame) -> Claim:
             parts.append(Claim(claim, "inconclusive", f"{col}: {len(pair)} run(s); too few"))
             continue
         res = paired_test(pair[(col, 4)].to_numpy(), pair[(col, 1)].to_numpy())
-        parts.append(Claim(claim, decide(res.mean_diff, res.wilcoxon_p, "greater"),
-                           f"{col} Q4 - Q1: {res.summary()}"))
+        effect = (paper_effect or {}).get(col)
+        parts.append(Claim(claim, res.verdict("greater", effect),
+                           f"{col} Q4 - Q1: {res.summary().replace(' pairs', ' (run, phase) pairs')}{_paper_text(effect)}"))
     return combine(claim, parts)
 
 

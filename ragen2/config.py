@@ -75,6 +75,10 @@ class WarmStartConfig:
     """Share of trajectories whose <think> text is a generic template that ignores the state."""
     seed: int = 0
     """Seed of the expert corpus and of the SFT run."""
+    env_kwargs: dict[str, Any] | None = None
+    """Environment keyword arguments of the expert corpus and the greedy evaluation (``None`` = ``env.kwargs``).
+    Lets runs on variants of one environment (e.g. FrozenLake slip rates) share one warm start, as the
+    paper's runs share one base model."""
 
 
 @dataclass(frozen=True)

@@ -11,32 +11,44 @@ without dots (``0.02`` -> ``0p02``) because DVC splits parameter paths on dots. 
 ``none``, ``topp0p9``, ``topk0p25``...; ``<study>`` names the study a run belongs to
 (:data:`STUDIES`), and :func:`ragen2.analysis.parse_run_id` reads it back.
 
-**The CPU default profile** (``cpu``; a first cut designed from ``cpu-scale-probe.md`` and sized to
-about 60 minutes on 2 cores at the measured cost, :data:`S_PER_STEP`):
+**The CPU default profile** (``cpu``; designed from ``cpu-scale-probe.md`` and sized to about 60 minutes on
+2 cores at the measured cost, :data:`S_PER_STEP`):
 
-- Policy: the tiny local Llama (0.4M parameters), warm-started by SFT on expert episodes of which 30 %
-  carry a template reasoning (``warm_start.template_fraction``). The probe showed that the warm start's
-  strength and faithfulness decide whether anything collapses, so it is a parameter and its greedy
-  success / template share are recorded in ``warm_start.json``. Single-turn episodes with up to 10
-  moves (the probe's shape): the 5-turn default costs several times the tokens.
-- ``mech`` study (C6 mechanism; the priority): the probe saw the paper's signature (MI falls without
-  filtering while the reward does not drive it) only with a reward-neutral warm start, an entropy bonus
-  on the reasoning tokens (``trainer.entropy_scope: reasoning``, 0.02) and no KL. FrozenLake GRPO, no
-  filter vs top-p 0.9, 4 paired seeds (both conditions see the same env seeds), 60 steps; the
-  entropy-0 control (2 seeds) separates it from reward-driven drift. Gradient decomposition on (C4).
-- ``main`` study (C1, C2, C4): FrozenLake PPO, no filter vs top-p 0.9 (softmax mode, as in the
-  paper's main table), 4 paired seeds, 40 steps, gradient decomposition on.
-- ``slip`` study (C5): FrozenLake slip 2 % (shares the base warm start) and 50 %, top-p 0.9 without
-  zero-RV groups vs none, KL and entropy 0, 2 seeds, 30 steps.
-- ``ent``, ``kl``, ``toppsweep`` studies (C7): FrozenLake PPO, entropy {0, 0.02, 0.1}, KL {0.001, 0.01,
-  0.1}, top-p {1.0, 0.9, 0.6}; 1 seed, 30 steps (a trend across values, not paired cells).
-- **Cut to fit 60 minutes** (they are in the ``paper`` profile): Sokoban; GRPO/DAPO/Dr. GRPO in the
-  main study; top-k 0.25 (the success-curve figure shows top-p vs none only); slip 0, 5, 10, 20, 100 %
-  (each slip rate needs its own warm start, about 3 min of CPU); 4 seeds for the control, slip and
-  sweep cells; 100+ steps (the probe needed about 100 steps to see MI fall). The estimate is printed
-  by ``python -m ragen2 profile cpu --estimate``.
+- Policy: the tiny local Llama (0.4M parameters), warm-started by SFT on 4000 expert episodes of which 30 %
+  carry a template reasoning (``warm_start.template_fraction``): 600 steps give greedy success 0.69 on
+  32 seeds, a *partial* start (the expert: 1.0; with 500 episodes the SFT overfits and 550 steps reach only
+  0.38). The probe showed that the warm start's strength and faithfulness decide whether anything
+  collapses, so they are parameters and ``warm_start.json`` records greedy success and template share.
+  Single-turn episodes with up to 10 moves (the probe's shape): the 5-turn default costs several times
+  the tokens. One warm start serves every run, every slip rate included (``warm_start.env_kwargs``).
+- Filter: Top-p 0.9 in *linear* mode without zero-RV groups. The paper's main table used softmax mode,
+  but with 8 groups and rewards in [0, 1] the softmax weights of the group stds are almost uniform, so
+  softmax top-p 0.9 keeps 7-8 of 8 groups and hardly filters (measured on binomial groups: 7.2-7.9 kept
+  vs 6.2-7.6 in linear mode, which always drops zero-RV groups).
+- ``main`` study (C1, C2, C4): FrozenLake x PPO, GRPO, DAPO, Dr. GRPO x {no filter, Top-p}, 4 paired seeds
+  (both conditions see the same env seeds), 30 steps of 8 x 8 rollouts, gradient decomposition on PPO
+  and GRPO (steps 1 and 16). Its validation success at step 0 and at the end is also the trainer's
+  "does it learn" measurement.
+- ``mech`` study (C6 mechanism): the probe saw the paper's signature only with an input-agnostic
+  regulariser it could control: an entropy bonus on the reasoning tokens (``trainer.entropy_scope:
+  reasoning``, 0.02) and no KL. FrozenLake GRPO, no filter vs Top-p, 8 paired seeds, 40 steps (the first
+  pass had 4 seeds and left C6's MI part inconclusive, its interval ending at +0.102 nats against the 0.1
+  margin; 4 more were added, and the notebooks say so). Its control is the main study's GRPO cells (same
+  warm start, seeds and filter; entropy 0.001 on all tokens).
+- ``slip`` study (C5): FrozenLake GRPO at slip 0, 20 and 100 % (the main study's GRPO cells are the 2 %
+  point), no filter vs Top-p, 4 paired seeds, 30 steps, the main study's trainer settings.
+- ``ent``, ``kl``, ``toppsweep`` studies (C7): one factor at a time around the main study's GRPO cells
+  (their 4 seeds are every sweep's base point): entropy {0, 0.05}, KL (k1) {0.01, 0.1}, top-p 0.6; 2 seeds
+  per new point, 30 steps.
+- ``reuse_main`` (:class:`Sizes`): the points the main study already has are not trained twice; the
+  analysis borrows them (:func:`ragen2.analysis.slip_runs`, :func:`ragen2.analysis.sweep_table`) when
+  every other setting is equal.
+- **Cut to fit 60 minutes** (they are in the ``paper`` profile): Sokoban (its 350-step warm start reached
+  greedy success 0.09 with most answers cut at 64 tokens); Top-k 0.25; slip 5, 10 and 50 %; more seeds
+  for the sweeps; 100+ steps (the probe needed about 100 steps to see MI fall); a separate entropy-0
+  control. The estimate is printed by ``python -m ragen2 profile cpu --estimate``.
 
-Parallelism: DVC 3.67's ``dvc repro`` has no ``-j``; ``make train-parallel`` runs the train commands two
+Parallelism: DVC 3.67's ``dvc repro`` has no ``-j``; ``make repro`` runs the stale train commands two
 at a time (one torch thread each) and records them with ``dvc commit``; :func:`estimate` assumes that.
 
 **smoke**: the same studies with tiny everything (2 training steps, 1-2 seeds, 4 x 3 rollouts of 48
@@ -66,27 +78,35 @@ SLIPS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 """Slip rates of the stochasticity sweep (C5); FrozenLake's ``success_rate`` is ``1 - slip``."""
 STUDIES = ("main", "mech", "slip", "ent", "kl", "toppsweep")
 """Study tags in run ids (``slip``, ``ent``, ``kl`` carry their value: ``slip0p05``, ``ent0p01``)."""
+FROZENLAKE_BASE_SUCCESS_RATE = 0.98
+"""FrozenLake's base ``success_rate`` (2 % slip, the paper's text); the warm start is built on it for every slip."""
 WARM_START_DIR = "data/cache/warm_start"
 """Where ``ragen2.trainer.pipeline.initial_policy_path`` caches warm starts (with ``--cache-dir data/cache``)."""
 INITIAL_POLICY_DIR = WARM_START_DIR
 """Runs without a warm start (``warm_start.steps: 0``) get a marker dir here, so every train stage has one dep
 and dvc.yaml is the same for every profile (``initial_policy_path`` never writes there when steps is 0)."""
 
-S_PER_STEP = {"frozenlake": 3.6}
-"""Measured seconds per RL step with the CPU profile's settings (FrozenLake, single turn, 8 x 4 rollouts of
-<= 64 tokens, GRPO, collapse diagnostics every 10 steps, validation on 32 seeds every 10 steps), one
-process with 1 torch thread, on this 2-core machine on 2026-11-29 11:35-11:38 UTC while other
-engineers' jobs ran (load average 2.0-3.8): 10 steps in 36.0 s (rollout 0.86, update 1.42, diagnostics
-0.84, validation 0.06 s per step). The same settings with 8 x 8 rollouts and diagnostics every 5 steps
-took 8.8 s/step at load 4.5. Sokoban was not measured (it is not in the CPU grid)."""
-S_PER_RUN = 10.0
-"""Fixed cost per run: process start and imports (~5 s), policy load, step-0 validation."""
-S_PER_WARM_START_STEP = 1.26
-"""Measured: the CPU warm start (150 SFT steps of 32 single-turn FrozenLake episodes, plus corpus and greedy
-evaluation) took 189.5 s at load average about 4.5."""
-S_PER_NOTEBOOK = 40.0
-"""Seconds per executed notebook (kernel start, imports, the prompt-level rollouts of notebooks 04/07);
-the smoke notebooks took 10-62 s each under load."""
+S_PER_STEP: dict[str, float | dict[str, float]] = {
+    "frozenlake": {"ppo": 3.8, "grpo": 2.15, "dapo": 2.1, "dr_grpo": 2.2},
+}
+"""Measured seconds per RL step (rollout + update + amortised diagnostics and validation) with the CPU
+profile's settings (FrozenLake, single turn, 8 x 8 rollouts of <= 64 tokens, MI every 10 steps,
+validation on 64 seeds every 10 steps, gradient decomposition at steps 1 and 16 in PPO/GRPO), per
+algorithm: the means over the 74 runs of the CPU pipeline on 2026-11-29 13:01-13:56 UTC, two training
+processes with one torch thread each on this 2-core machine while the engineers' tests also ran at times
+(PPO's critic makes it the dearest; the GRPO mean includes the slip-100 % Top-p runs, whose updates are
+all empty). That run's training took 55 minutes of wall time. Per env, either
+one number or a number per algorithm. Sokoban was not measured (it is not in the CPU grid)."""
+S_PER_RUN = 15.0
+"""Fixed cost per run: process start and imports (~5 s), policy load, step-0 validation, final checkpoint
+(8-10 s measured inside the run)."""
+S_PER_WARM_START_STEP = 0.43
+"""Measured: the CPU warm start (600 SFT steps of 32 single-turn FrozenLake episodes) took 237 s of SFT plus
+about 20 s of corpus building and greedy evaluation, one torch thread."""
+S_PER_NOTEBOOK = 50.0
+"""Seconds per executed notebook (kernel start, imports, the prompt-level rollouts of notebooks 04/07): the
+CPU profile's eight notebooks and the claims stage took 6.5 minutes in all (notebook 04: 2.4 min) with
+one test running beside them, and 19.8 minutes beside two training runs."""
 WORKERS = 2
 """Parallel training processes (one per core)."""
 
@@ -139,9 +159,18 @@ class Sizes:
     mech_steps: int
     mech_seeds: int
     control_seeds: int
-    """Seeds of the entropy-0 control of the mechanism study."""
+    """Seeds of the entropy-0 control of the mechanism study (0: the main study's ``aux_algo`` cells,
+    which have the same warm start, seeds and steps and a near-zero entropy bonus, are the control)."""
     aux_steps: int
     """RL steps of the slip and sweep studies."""
+    aux_algo: str
+    """Algorithm of the mechanism, slip and sweep studies."""
+    main_include_zero: bool
+    """``filter.include_zero`` of the main study's Top-p runs (the paper's main table: True, softmax mode)."""
+    reuse_main: bool
+    """The main study's ``aux_algo`` cells double as the slip study's base slip rate and as the base point of
+    every intervention sweep (one factor changed at a time), so those points are not trained twice
+    (:func:`ragen2.analysis.slip_runs`, :func:`ragen2.analysis.sweep_table`)."""
     slips: tuple[float, ...]
     slip_seeds: int
     sweep_env: str
@@ -203,19 +232,23 @@ class Profile:
 # ---------------------------------------------------------------------------------------------
 def _cpu_base() -> dict[str, Any]:
     overrides = {
-        "env": {"name": "frozenlake", "kwargs": {"success_rate": 0.98}},  # 2 % slip, explicit: shared by slip 0.02
-        "warm_start": {"steps": 150, "lr": 3e-3, "batch_size": 32, "num_episodes": 500,
+        # 2 % slip, explicit: shared by the slip study's 0.02 point
+        "env": {"name": "frozenlake", "kwargs": {"success_rate": FROZENLAKE_BASE_SUCCESS_RATE}},
+        # a partial start: greedy success about 0.7 (600 steps on 4000 episodes; 500 episodes overfit)
+        "warm_start": {"steps": 600, "lr": 3e-3, "batch_size": 32, "num_episodes": 4000,
                        "template_fraction": 0.3, "seed": 0},
         # single turn with up to 10 moves (the probe's shape): 5 turns cost ~5x the tokens on 2 cores
         "rollout": {"env_groups": 8, "group_size": 8, "max_turns": 1, "max_actions_per_turn": 10,
                     "max_actions_per_traj": 10, "max_new_tokens": 64, "max_context_tokens": 1024,
-                    "val_groups": 32},
-        "trainer": {"algo": "ppo", "steps": 60, "actor_lr": 1e-4, "critic_lr": 1e-4, "mini_batch_size": 32,
+                    "val_groups": 64},
+        "trainer": {"algo": "ppo", "steps": 30, "actor_lr": 1e-4, "critic_lr": 1e-4, "mini_batch_size": 32,
                     "micro_batch_size": 16, "entropy_coef": 0.001, "test_freq": 10, "save_freq": 30,
                     "empty_stop_steps": 0, "rv_collapse_stop": False, "low_val_stop_patience": 0},
-        "filter": {"strategy": "top_p", "value": 1.0, "top_p_mode": "softmax", "include_zero": True},
+        # linear mode: with 8 groups and rewards in [0, 1], softmax weights of the group stds are almost
+        # uniform, so softmax top-p 0.9 keeps 7-8 of 8 groups and hardly filters (see the module docstring)
+        "filter": {"strategy": "top_p", "value": 1.0, "top_p_mode": "linear", "include_zero": True},
         "collapse": {"compute_freq": 10, "num_samples": 32},
-        "grad_analysis": {"enabled": False, "every": 30, "num_buckets": 4},
+        "grad_analysis": {"enabled": False, "every": 15, "num_buckets": 4},
     }
     return deep_merge(to_dict(RunConfig()), overrides)
 
@@ -253,16 +286,18 @@ def _paper_base() -> dict[str, Any]:
 
 SIZES = {
     # CPU: fits ~60 min on 2 cores at the measured s/step (see the module docstring for what was cut)
-    "cpu": Sizes(steps=40, main_envs=("frozenlake",), main_algos=("ppo",), main_seeds=4, topk=False,
-                 mech_steps=60, mech_seeds=4, control_seeds=2, aux_steps=30, slips=(0.02, 0.5), slip_seeds=2,
-                 sweep_env="frozenlake", ent_values=(0.0, 0.02, 0.1), kl_values=(0.001, 0.01, 0.1),
-                 topp_values=(1.0, 0.9, 0.6), sweep_seeds=1),
+    "cpu": Sizes(steps=30, main_envs=("frozenlake",), main_algos=ALGOS, main_seeds=4, topk=False,
+                 mech_steps=40, mech_seeds=8, control_seeds=0, aux_steps=30, aux_algo="grpo",
+                 main_include_zero=False, reuse_main=True, slips=(0.0, 0.02, 0.2, 1.0), slip_seeds=4,
+                 sweep_env="frozenlake", ent_values=(0.0, 0.05), kl_values=(0.01, 0.1), topp_values=(0.6,),
+                 sweep_seeds=2),
     "smoke": Sizes(steps=2, main_envs=("frozenlake",), main_algos=("ppo", "grpo"), main_seeds=2, topk=True,
-                   mech_steps=2, mech_seeds=2, control_seeds=1, aux_steps=2, slips=(0.02, 0.5), slip_seeds=1,
-                   sweep_env="frozenlake", ent_values=(0.0, 0.02), kl_values=(0.01,), topp_values=(1.0, 0.9),
-                   sweep_seeds=1),
+                   mech_steps=2, mech_seeds=2, control_seeds=1, aux_steps=2, aux_algo="grpo",
+                   main_include_zero=False, reuse_main=True, slips=(0.02, 0.5), slip_seeds=1,
+                   sweep_env="frozenlake", ent_values=(0.0,), kl_values=(0.01,), topp_values=(0.6,), sweep_seeds=1),
     "paper": Sizes(steps=400, main_envs=("sokoban", "frozenlake"), main_algos=ALGOS, main_seeds=1, topk=True,
-                   mech_steps=400, mech_seeds=1, control_seeds=1, aux_steps=400, slips=SLIPS, slip_seeds=1,
+                   mech_steps=400, mech_seeds=1, control_seeds=1, aux_steps=400, aux_algo="ppo",
+                   main_include_zero=True, reuse_main=False, slips=SLIPS, slip_seeds=1,
                    sweep_env="sokoban", ent_values=(0.0, 0.001, 0.003, 0.01, 0.03, 0.1),
                    kl_values=(0.001, 0.003, 0.01, 0.03, 0.1), topp_values=(1.0, 0.98, 0.95, 0.9, 0.8, 0.6, 0.4),
                    sweep_seeds=1),
@@ -297,7 +332,7 @@ def _grid(sizes: Sizes, paper: bool) -> dict[str, dict[str, Any]]:
             runs[rid] = over
 
     # main comparison (C1, C2, C6) with the gradient decomposition on PPO and GRPO (C4)
-    top_p_main = {**TOP_P, "include_zero": True}  # the main table's filter runs keep zero-RV candidates
+    top_p_main = {**TOP_P, "include_zero": sizes.main_include_zero}
     for env in sizes.main_envs:
         for algo in sizes.main_algos:
             grad = {"grad_analysis": {"enabled": algo in ("ppo", "grpo")}}
@@ -306,33 +341,44 @@ def _grid(sizes: Sizes, paper: bool) -> dict[str, dict[str, Any]]:
         if sizes.topk:
             add(env, "ppo", TOP_K, "main", sizes.main_seeds, {"grad_analysis": {"enabled": True}})
 
-    # collapse mechanism: reward-neutral warm start, entropy on reasoning tokens, no KL, paired seeds
+    # collapse mechanism: entropy bonus on reasoning tokens, no KL, paired seeds
     if not paper:
         for coef, seeds in ((0.02, sizes.mech_seeds), (0.0, sizes.control_seeds)):
             extra = {"trainer": {"entropy_coef": coef, "entropy_scope": "reasoning", "kl_coef": 0.0,
                                  "steps": sizes.mech_steps}, "grad_analysis": {"enabled": coef > 0}}
-            for filt in (NO_FILTER, {**TOP_P, "include_zero": True}):
-                add("frozenlake", "grpo", filt, f"mech{fmt_value(coef)}", seeds, extra)
+            for filt in (NO_FILTER, top_p_main):
+                add("frozenlake", sizes.aux_algo, filt, f"mech{fmt_value(coef)}", seeds, extra)
 
-    # stochasticity sweep (C5): FrozenLake slip, PPO, KL and entropy 0 (spec 7.3)
+    # stochasticity sweep (C5): FrozenLake slip; every slip rate starts from the same warm start
+    base_slip = None
+    if sizes.reuse_main and "frozenlake" in sizes.main_envs and sizes.aux_algo in sizes.main_algos:
+        base_slip = round(1.0 - FROZENLAKE_BASE_SUCCESS_RATE, 6)  # the main study's cells are this point
+    slip_trainer = {} if sizes.reuse_main else {"entropy_coef": 0.0, "kl_coef": 0.0}
     for slip in sizes.slips:
+        if base_slip is not None and math.isclose(slip, base_slip):
+            continue
         extra = {"env": {"kwargs": {"success_rate": round(1.0 - slip, 6)}},
-                 "trainer": {"entropy_coef": 0.0, "kl_coef": 0.0, "steps": sizes.aux_steps}}
-        for filt in (NO_FILTER, {**TOP_P, "include_zero": False}):
-            add("frozenlake", "ppo", filt, f"slip{fmt_value(slip)}", sizes.slip_seeds, extra)
+                 "warm_start": {"env_kwargs": {"success_rate": FROZENLAKE_BASE_SUCCESS_RATE}},
+                 "trainer": {**slip_trainer, "steps": sizes.aux_steps}}
+        for filt in (NO_FILTER, {**TOP_P, "include_zero": sizes.main_include_zero if sizes.reuse_main else False}):
+            add("frozenlake", sizes.aux_algo, filt, f"slip{fmt_value(slip)}", sizes.slip_seeds, extra)
 
-    # intervention sweeps (C7) on PPO (spec 7.2)
-    env, steps = sizes.sweep_env, sizes.aux_steps
+    # intervention sweeps (C7). reuse_main: one factor at a time around the main study's aux_algo cells
+    # (which are the sweeps' base points); otherwise the paper's sweep settings (spec 7.2).
+    env, steps, algo = sizes.sweep_env, sizes.aux_steps, sizes.aux_algo
+    reuse = sizes.reuse_main and env in sizes.main_envs and algo in sizes.main_algos
+    ent_fixed = {} if reuse else {"kl_coef": 0.0}
+    kl_fixed = {} if reuse else {"entropy_coef": 0.0}
+    topp_fixed = {} if reuse else {"entropy_coef": 0.001, "kl_coef": 0.001, "kl_type": "k1"}
     for coef in sizes.ent_values:
-        add(env, "ppo", NO_FILTER, f"ent{fmt_value(coef)}", sizes.sweep_seeds,
-            {"trainer": {"entropy_coef": coef, "kl_coef": 0.0, "steps": steps}})
+        add(env, algo, NO_FILTER, f"ent{fmt_value(coef)}", sizes.sweep_seeds,
+            {"trainer": {**ent_fixed, "entropy_coef": coef, "steps": steps}})
     for coef in sizes.kl_values:
-        add(env, "ppo", NO_FILTER, f"kl{fmt_value(coef)}", sizes.sweep_seeds,
-            {"trainer": {"entropy_coef": 0.0, "kl_coef": coef, "kl_type": "k1", "steps": steps}})
+        add(env, algo, NO_FILTER, f"kl{fmt_value(coef)}", sizes.sweep_seeds,
+            {"trainer": {**kl_fixed, "kl_coef": coef, "kl_type": "k1", "steps": steps}})
     for value in sizes.topp_values:
         filt = NO_FILTER if value >= 1 else {"strategy": "top_p", "value": value, "include_zero": False}
-        add(env, "ppo", filt, "toppsweep", sizes.sweep_seeds,
-            {"trainer": {"entropy_coef": 0.001, "kl_coef": 0.001, "kl_type": "k1", "steps": steps}})
+        add(env, algo, filt, "toppsweep", sizes.sweep_seeds, {"trainer": {**topp_fixed, "steps": steps}})
     return runs
 
 
@@ -423,9 +469,9 @@ def estimate(profile: Profile, s_per_step: dict[str, float] | None = None,
              s_per_notebook: float = S_PER_NOTEBOOK) -> Estimate:
     """Estimated wall time of the profile's pipeline from measured per-step costs.
 
-    Each run costs :data:`S_PER_RUN` plus ``steps * s_per_step[env]`` (the two or three gradient-analysis
-    steps of some runs are not counted separately); each distinct warm start ``warm_start.steps *
-    s_per_warm_start_step``. Notebooks run one after another after training.
+    Each run costs :data:`S_PER_RUN` plus ``steps * s_per_step[env]`` (or ``s_per_step[env][algo]``); each
+    distinct warm start ``warm_start.steps * s_per_warm_start_step``. Notebooks run one after another
+    after training.
     """
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers!r}")
@@ -435,8 +481,13 @@ def estimate(profile: Profile, s_per_step: dict[str, float] | None = None,
         cfg = profile.config(rid)
         if cfg.env.name not in rates:
             raise ValueError(f"no measured s/step for env {cfg.env.name!r} (have {sorted(rates)})")
+        rate = rates[cfg.env.name]
+        if isinstance(rate, dict):
+            if cfg.trainer.algo not in rate:
+                raise ValueError(f"no measured s/step for {cfg.env.name!r} with {cfg.trainer.algo!r} (have {sorted(rate)})")
+            rate = rate[cfg.trainer.algo]
         steps += cfg.trainer.steps
-        train_s += cfg.trainer.steps * rates[cfg.env.name]
+        train_s += cfg.trainer.steps * rate
     ws = profile.warm_starts()
     ws_s = sum(profile.config(w["run"]).warm_start.steps * s_per_warm_start_step for w in ws.values())
     return Estimate(runs=len(profile.runs), train_steps=steps, warm_starts=len(ws), train_s=train_s,

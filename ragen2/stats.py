@@ -5,7 +5,10 @@
   a two-sided Wilcoxon signed-rank test and a percentile bootstrap CI of the mean.
 - :func:`spearman`: Spearman's rho with its two-sided p-value and a percentile bootstrap CI
   (resampling runs).
-- :func:`decide`: the verdict rule used by every claims table (see its docstring).
+- :func:`decide`: the verdict rule used by every claims table (see its docstring); paired
+  comparisons decide on the paired t-test and its t-CI (:meth:`PairedResult.verdict`): with 4-6
+  seeds the rank tests cannot reach p < 0.05 (see :func:`paired_test`), so they are reported beside
+  it, not used to decide.
 - :func:`pair_by_seed`: turns a runs table into the paired arrays the tests take.
 
 All bootstraps use their own seeded generator, so results are the same on every call.
@@ -42,24 +45,34 @@ class PairedResult:
     wilcoxon_p: float
     """Two-sided Wilcoxon signed-rank p (zero differences dropped); 1.0 when all pairs tie."""
     t_p: float
-    """Two-sided paired t-test p; NaN for one pair or when every difference is the same."""
+    """Two-sided paired t-test p; NaN for one pair; 0 when every difference is the same non-zero value
+    (the limit of t -> infinity), 1 when they are all 0."""
     ci_low: float
+    """Percentile bootstrap CI of the mean difference (too narrow for very small n)."""
     ci_high: float
     ci_level: float
+    t_ci_low: float = math.nan
+    """Student-t CI of the mean difference at ``ci_level`` (NaN for one pair); the verdicts use it."""
+    t_ci_high: float = math.nan
 
     def as_dict(self) -> dict[str, float]:
         return asdict(self)
 
     def summary(self, scale: float = 1.0, unit: str = "") -> str:
-        """One-line evidence text, e.g. ``diff +3.1 [+0.4, +5.9] (95% CI), wins 5/6, sign p=0.22, ...``."""
+        """One-line evidence text, e.g. ``diff +3.1 [+0.4, +5.9] (95% t-CI), wins 5/6, t p=0.03, ...``."""
         u = f" {unit}" if unit else ""
         return (
             f"diff {self.mean_diff * scale:+.3g}{u} "
-            f"[{self.ci_low * scale:+.3g}, {self.ci_high * scale:+.3g}] "
-            f"({self.ci_level:.0%} CI), wins {self.wins}/{self.n} (ties {self.ties}), "
-            f"sign p={self.sign_p:.3g}, Wilcoxon p={self.wilcoxon_p:.3g}, t p={self.t_p:.3g}, "
-            f"n={self.n} paired seeds"
+            f"[{self.t_ci_low * scale:+.3g}, {self.t_ci_high * scale:+.3g}] "
+            f"({self.ci_level:.0%} t-CI), wins {self.wins}/{self.n} (ties {self.ties}), "
+            f"paired t p={self.t_p:.3g}, Wilcoxon p={self.wilcoxon_p:.3g}, sign p={self.sign_p:.3g}, "
+            f"n={self.n} pairs"
         )
+
+    def verdict(self, direction: str, paper_effect: float | None = None, alpha: float = 0.05) -> str:
+        """:func:`decide` on the paired t-test and its t-CI (the stated test of every paired verdict)."""
+        return decide(self.mean_diff, self.t_p, direction, alpha, ci=(self.t_ci_low, self.t_ci_high),
+                      paper_effect=paper_effect)
 
 
 @dataclass(frozen=True)
@@ -149,8 +162,12 @@ def paired_test(a, b, *, n_boot: int = 10_000, ci: float = 0.95, seed: int = 0) 
             wilcoxon_p = float(sps.wilcoxon(nonzero, alternative="two-sided").pvalue)
     if d.size > 1 and np.ptp(d) > 0:
         t_p = float(sps.ttest_rel(x, y).pvalue)
+        half = float(sps.t.ppf(0.5 + ci / 2, d.size - 1) * d.std(ddof=1) / math.sqrt(d.size))
+        t_ci = (float(d.mean()) - half, float(d.mean()) + half)
+    elif d.size > 1:  # every difference the same: t is infinite (p = 0) unless they are all 0 (p = 1)
+        t_p, t_ci = (0.0 if d[0] != 0 else 1.0), (float(d[0]), float(d[0]))
     else:
-        t_p = math.nan
+        t_p, t_ci = math.nan, (math.nan, math.nan)
     low, high = bootstrap_mean_ci(d, n_boot=n_boot, ci=ci, seed=seed)
     return PairedResult(
         mean_diff=float(d.mean()),
@@ -165,6 +182,8 @@ def paired_test(a, b, *, n_boot: int = 10_000, ci: float = 0.95, seed: int = 0) 
         ci_low=low,
         ci_high=high,
         ci_level=ci,
+        t_ci_low=t_ci[0],
+        t_ci_high=t_ci[1],
     )
 
 
@@ -308,3 +327,42 @@ def pair_by_seed(
     joined = pd.concat([sides[a].rename(a), sides[b].rename(b)], axis=1, join="inner").sort_index()
     joined["diff"] = joined[a] - joined[b]
     return joined
+
+
+def pairs_needed(diff_std: float, effect: float, *, alpha: float = 0.05, power: float = 0.8,
+                 max_pairs: int = 100_000) -> int:
+    """Pairs a two-sided paired t-test needs to detect a mean difference ``effect`` with ``power``,
+    when the differences have standard deviation ``diff_std`` (exact, through the noncentral t).
+
+    Used to say how many more seeds an inconclusive verdict would take.
+
+    Raises:
+        ValueError: a non-positive ``diff_std`` or ``effect``, or ``alpha`` / ``power`` outside (0, 1).
+    """
+    if not (diff_std > 0 and math.isfinite(diff_std)):
+        raise ValueError(f"diff_std must be a positive number, got {diff_std!r}")
+    if not (effect != 0 and math.isfinite(effect)):
+        raise ValueError(f"effect must be a non-zero number, got {effect!r}")
+    if not (0 < alpha < 1 and 0 < power < 1):
+        raise ValueError(f"alpha and power must be in (0, 1), got {alpha!r}, {power!r}")
+    d = abs(effect) / diff_std
+    n = 2
+    while n <= max_pairs:
+        crit = sps.t.ppf(1 - alpha / 2, n - 1)
+        nc = d * math.sqrt(n)
+        achieved = sps.nct.sf(crit, n - 1, nc) + sps.nct.cdf(-crit, n - 1, nc)
+        if achieved >= power:
+            return n
+        n = n + 1 if n < 200 else int(n * 1.05) + 1
+    return max_pairs
+
+
+def runs_needed_for_rho(rho: float, *, alpha: float = 0.05, power: float = 0.8) -> int:
+    """Runs a two-sided test of Spearman's rho = 0 needs to detect ``rho`` with ``power`` (Fisher's z
+    approximation, ``n = ((z_{1-alpha/2} + z_power) / atanh(rho))**2 + 3``)."""
+    if not (0 < abs(rho) < 1):
+        raise ValueError(f"rho must be in (-1, 1) and non-zero, got {rho!r}")
+    if not (0 < alpha < 1 and 0 < power < 1):
+        raise ValueError(f"alpha and power must be in (0, 1), got {alpha!r}, {power!r}")
+    z = sps.norm.ppf(1 - alpha / 2) + sps.norm.ppf(power)
+    return int(math.ceil((z / math.atanh(abs(rho))) ** 2 + 3))

@@ -5,7 +5,9 @@
   seeds and the seed counts, in percent.
 - :func:`main_table_vs_paper`: the same numbers in long form with the paper's beside them.
 - :func:`paper_main_table`, :func:`paper_reference_values`: the paper's main table and its C2
-  Spearman values, read from ``ragen2/data/`` (facts copied from the paper, with their header).
+  Spearman values, read from ``ragen2/data/`` (facts copied from the paper, with their header);
+  :func:`paper_gain`: the paper's mean Top-p gain over some of its cells (the effect C1 is held to).
+- :func:`learning_table`: validation success at the warm start and at the end of training, per cell.
 """
 
 from __future__ import annotations
@@ -207,3 +209,65 @@ def main_table_vs_paper(ours: pd.DataFrame, paper_csv_path: str | Path | None = 
         "delta_gain",
     ]
     return joined[columns]
+
+
+def paper_gain(envs: list[str] | tuple[str, ...], algos: list[str] | tuple[str, ...],
+               paper_csv_path: str | Path | None = None) -> float:
+    """The paper's mean Top-p gain (points) over the given (env, algorithm) cells of its main table.
+
+    ``envs`` / ``algos`` are registry / ``trainer.algo`` names; cells the paper does not report are skipped.
+
+    Raises:
+        ValueError: none of the cells is in the paper's table.
+    """
+    paper = paper_main_table(paper_csv_path)
+    paper = paper[paper["variant"].isin(PAPER_VARIANT_ALGO)]
+    labels = {(ENV_LABELS.get(e, e), ALGO_LABELS.get(a, a)) for e in envs for a in algos}
+    rows = paper[[(env, PAPER_VARIANT_ALGO[v]) in labels for env, v in zip(paper["env"], paper["variant"])]]
+    gains = pd.to_numeric(rows["gain"], errors="coerce").dropna()
+    if gains.empty:
+        raise ValueError(f"the paper's table has no gain for envs {list(envs)} x algorithms {list(algos)}")
+    return float(gains.mean())
+
+
+def learning_table(runs_df: pd.DataFrame, steps_df: pd.DataFrame, *, metric: str = "val/success",
+                   window: int = 1, scale: float = 100.0) -> pd.DataFrame:
+    """Did training raise success? Per (env, algorithm, condition): start and end success.
+
+    ``start`` is the mean of a run's first ``window`` logged values of ``metric`` (``val/success``: step
+    0, the warm start), ``end`` the mean of its last ``window``; use a window of several steps for the
+    noisy per-step ``rollout/success``. The gain ``end - start`` is paired within a run; ``learned``
+    says whether its mean exceeds its seed-to-seed standard deviation (the bar of the trainer issue),
+    and ``t_p`` is the paired t-test of end vs start.
+
+    Returns:
+        One row per cell: ``env, algorithm, condition, n_seeds, start_mean, start_std, end_mean, end_std,
+        gain_mean, gain_std, t_p, learned, seeds`` (success in percent with ``scale=100``).
+    """
+    from ragen2.stats import paired_test
+
+    if window < 1:
+        raise ValueError(f"window must be >= 1, got {window!r}")
+    sub = steps_df[steps_df["metric"] == metric].dropna(subset=["value"]).sort_values("step")
+    ends = sub.groupby("run_id")["value"].agg(first=lambda v: v.iloc[:window].mean(),
+                                              last=lambda v: v.iloc[-window:].mean(), count="count")
+    ends = ends[ends["count"] >= 2 * window]
+    data = runs_df.set_index("run_id").join(ends, how="inner")
+    rows = []
+    for (env, algo, cond), part in data.groupby(["env", "algo", "condition"], sort=False):
+        start, end = part["first"].to_numpy(float) * scale, part["last"].to_numpy(float) * scale
+        gain = end - start
+        res = paired_test(end, start) if len(part) >= 2 else None
+        gain_std = float(gain.std(ddof=1)) if len(gain) > 1 else math.nan
+        rows.append({"env": ENV_LABELS.get(env, env), "algorithm": ALGO_LABELS.get(algo, algo), "condition": cond,
+                     "n_seeds": len(part), "start_mean": float(start.mean()), "start_std": _mean_std(start)[1],
+                     "end_mean": float(end.mean()), "end_std": _mean_std(end)[1], "gain_mean": float(gain.mean()),
+                     "gain_std": gain_std, "t_p": res.t_p if res is not None else math.nan,
+                     "learned": bool(len(gain) > 1 and gain.mean() > gain_std),
+                     "seeds": ",".join(str(s) for s in sorted(part["seed"]))})
+    if not rows:
+        raise ValueError(f"no run logs {metric!r} at {2 * window} or more steps")
+    order = {a: i for i, a in enumerate(ALGO_LABELS.values())}
+    table = pd.DataFrame(rows)
+    return table.sort_values(["env", "algorithm", "condition"], key=lambda c: c.map(order).fillna(len(order))
+                             if c.name == "algorithm" else c).reset_index(drop=True)

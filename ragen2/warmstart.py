@@ -15,6 +15,7 @@ import os
 import shutil
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from ragen2 import envs
-from ragen2.config import RunConfig, to_dict
+from ragen2.config import EnvConfig, RunConfig, to_dict
 from ragen2.policy import load_policy
 from ragen2.rollout.collect import collect_rollouts
 from ragen2.rollout.expert import TEMPLATE_THINKS, ExpertEpisode, expert_episode, is_template
@@ -41,6 +42,13 @@ CORPUS_SEED_BASE = 50_000_000
 """Expert corpus seeds start here (far from the training seeds 10000+ and validation seeds 123+)."""
 
 
+def corpus_env(cfg: RunConfig) -> EnvConfig:
+    """The environment the warm start learns and is evaluated on (``warm_start.env_kwargs`` if set)."""
+    if cfg.warm_start.env_kwargs is None:
+        return cfg.env
+    return replace(cfg.env, kwargs=dict(cfg.warm_start.env_kwargs))
+
+
 def build_corpus(cfg: RunConfig) -> list[ExpertEpisode]:
     """``warm_start.num_episodes`` expert episodes; exactly ``round(template_fraction * n)`` of them
     (chosen at random) use a template reasoning text."""
@@ -52,7 +60,7 @@ def build_corpus(cfg: RunConfig) -> list[ExpertEpisode]:
     rng = np.random.default_rng(ws.seed)
     num_template = round(ws.template_fraction * ws.num_episodes)
     template_rows = set(rng.permutation(ws.num_episodes)[:num_template].tolist())
-    env = envs.make(cfg.env.name, **cfg.env.kwargs)
+    env = envs.make(cfg.env.name, **corpus_env(cfg).kwargs)
     limits = resolve_limits(cfg.rollout, env)
     base = CORPUS_SEED_BASE + 1_000_003 * ws.seed
     episodes = []
@@ -152,7 +160,7 @@ def train_sft(model, sequences: list[TokenizedConversation], *, steps: int, lr: 
 def evaluate_greedy(model, tokenizer, cfg: RunConfig, num_seeds: int = EVAL_SEEDS) -> dict[str, float]:
     """Greedy success and template share (over all parsed turns and over first turns)."""
     seeds = [cfg.rollout.val_seed + i for i in range(num_seeds)]
-    batch = collect_rollouts(model, tokenizer, cfg.env, cfg.rollout, seeds, group_size=1, temperature=1.0,
+    batch = collect_rollouts(model, tokenizer, corpus_env(cfg), cfg.rollout, seeds, group_size=1, temperature=1.0,
                              seed=cfg.warm_start.seed, greedy=True)
     turns = [t for traj in batch.trajectories for t in traj.turns]
     parsed = [t for t in turns if t.think]

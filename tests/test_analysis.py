@@ -40,6 +40,14 @@ def test_trend_claim_and_combine():
     rising = analysis.trend_claim("C6", pd.DataFrame(rows), "zv", direction="greater")
     assert rising.verdict == "agree"
     assert analysis.trend_claim("C6", pd.DataFrame(rows), "zv", direction="less").verdict == "disagree"
+    # windows: mean of the first two vs the last two of four values per run
+    wide = [{"run_id": f"r{i}", "step": s, "metric": "zv", "value": v + 0.01 * i}
+            for i in range(3) for s, v in ((1, 1.0), (2, 3.0), (3, 3.0), (4, 5.0))]
+    windowed = analysis.trend_claim("C6", pd.DataFrame(wide), "zv", direction="greater", window=2)
+    assert "mean of the last 2 - first 2 steps" in windowed.evidence and "diff +2 " in windowed.evidence
+    flat = [{**r, "value": 1.0 + 0.01 * (r["step"] % 2) * int(r["run_id"][1])} for r in wide]
+    assert analysis.trend_claim("C6", pd.DataFrame(flat), "zv", direction="greater", window=2,
+                                paper_effect=0.5).verdict == "disagree"  # the interval rules out a rise of 0.5
     a, i, d = Claim("C6", "agree", "x"), Claim("C6", "inconclusive", "y"), Claim("C6", "disagree", "z")
     assert analysis.combine("C6", [a, a]).verdict == "agree"
     assert analysis.combine("C6", [a, i]).verdict == "inconclusive"
@@ -62,6 +70,12 @@ def test_correlation_table_and_claim():
     flipped = runs.assign(mi=-runs["mi"])
     corr2 = analysis.correlation_table(flipped, {"mi": "MI", "ent": "entropy"})
     assert analysis.correlation_claim("C2", corr2, "mi", ["ent"]).verdict == "disagree"
+    # no correlation at all: not significant, but the CI rules out the paper's +0.39 once n is large
+    big = pd.DataFrame({"final_success": rng.random(200), "mi": rng.random(200), "ent": rng.random(200)})
+    paper = pd.DataFrame({"metric": ["mi"], "paper_rho": [0.39]})
+    corr3 = analysis.correlation_table(big, {"mi": "MI", "ent": "entropy"}, paper=paper)
+    assert corr3.set_index("metric").loc["mi", "ci_high"] < 0.39
+    assert analysis.correlation_claim("C2", corr3, "mi", ["ent"]).verdict == "disagree"
 
 
 def test_grad_claim_task_grows_reg_flat():
@@ -88,13 +102,22 @@ def test_sweeps_and_intervention_claim():
     assert analysis.intervention_claim("C7", table, "top-p", ["entropy coef"]).verdict == "agree"
     flat = table.assign(final_success=np.where(table["sweep"] == "top-p", 0.5, table["value"]))
     assert analysis.intervention_claim("C7", flat, "top-p", ["entropy coef"]).verdict == "disagree"
-    runs = pd.DataFrame([
-        {"study": "ent", "study_value": 0.01, "filter.value": 1.0, "seed": 0, "final_success": 0.3, "mi": 1.0},
-        {"study": "toppsweep", "study_value": math.nan, "filter.value": 0.9, "seed": 0, "final_success": 0.4, "mi": 2.0},
-        {"study": "main", "study_value": math.nan, "filter.value": 0.9, "seed": 0, "final_success": 0.4, "mi": 2.0},
-    ])
+    def run(rid, study, seed, success, mi, ent=0.001, kl=0.0, value=1.0, zero=True):
+        return {"run_id": rid, "study": study, "env": "frozenlake", "algo": "grpo", "seed": seed, "trainer.steps": 30,
+                "trainer.entropy_coef": ent, "trainer.entropy_scope": "all", "trainer.kl_coef": kl,
+                "filter.strategy": "top_p", "filter.value": value, "filter.top_p_mode": "linear",
+                "filter.include_zero": zero, "env.kwargs.success_rate": 0.98, "final_success": success, "mi": mi}
+
+    runs = pd.DataFrame([run("e", "ent", 0, 0.3, 1.0, ent=0.05), run("t", "toppsweep", 0, 0.4, 2.0, value=0.6, zero=False)])
+    main = pd.DataFrame([run("m0", "main", 0, 0.5, 1.5), run("m1", "main", 1, 0.6, 1.6),
+                         run("m2", "main", 0, 0.7, 1.7, value=0.9, zero=False),
+                         run("x", "main", 0, 0.1, 0.1, kl=0.1)])  # differs in a second setting: never borrowed
     sweeps = analysis.sweep_table(runs, {"ent": "entropy coef", "toppsweep": "top-p"}, mi_metric="mi")
-    assert sweeps[["sweep", "value", "final_mi"]].values.tolist() == [["entropy coef", 0.01, 1.0], ["top-p", 0.9, 2.0]]
+    assert sweeps[["sweep", "value", "final_mi"]].values.tolist() == [["entropy coef", 0.05, 1.0], ["top-p", 0.6, 2.0]]
+    both = analysis.sweep_table(runs, {"ent": "entropy coef", "toppsweep": "top-p"}, mi_metric="mi", base=main)
+    assert sorted(both.loc[both["sweep"] == "entropy coef", "run_id"]) == ["e", "m0", "m1"]
+    assert sorted(both.loc[both["sweep"] == "top-p", "run_id"]) == ["m0", "m1", "m2", "t"]
+    assert both.set_index(["sweep", "run_id"]).loc[("top-p", "m2"), "value"] == 0.9
 
 
 def test_stochasticity_gain_and_claim():
@@ -137,11 +160,11 @@ def test_toy_helpers():
     assert image.data[:4] == b"\x89PNG"
 
 
-def _write_run(root, rid, *, success, mi, filt):
+def _write_run(root, rid, *, success, mi, filt, success_rate=0.98):
     run = root / rid
     run.mkdir(parents=True)
-    cfg = {"seed": int(rid[-1]), "env": {"name": "frozenlake", "kwargs": {}}, "trainer": {"algo": "grpo"},
-           "filter": filt}
+    cfg = {"seed": int(rid[-1]), "env": {"name": "frozenlake", "kwargs": {"success_rate": success_rate}},
+           "trainer": {"algo": "grpo"}, "filter": filt}
     (run / "config.json").write_text(json.dumps(cfg))
     lines = [{"step": 0, "val/success": 0.1},
              {"step": 1, "collapse_first_turn/mi_estimate": 1.0, "collapse_first_turn/conditional_entropy_est": 2.0},
@@ -164,3 +187,26 @@ def test_load_study_and_regime_points(tmp_path):
     assert len(points) == 4 and set(points["source"]) == {"checkpoint (start)", "checkpoint (end)"}
     with pytest.raises(FileNotFoundError, match="slip"):
         analysis.load_study(tmp_path, "slip")
+
+
+def test_slip_runs_borrow_the_main_cells_with_equal_settings(tmp_path):
+    none = {"strategy": "top_p", "value": 1.0, "include_zero": True}
+    topp = {"strategy": "top_p", "value": 0.9, "include_zero": False}
+    _write_run(tmp_path, "frozenlake__grpo__none__slip0p2__s0", success=0.3, mi=0.5, filt=none, success_rate=0.8)
+    _write_run(tmp_path, "frozenlake__grpo__topp0p9__slip0p2__s0", success=0.4, mi=0.5, filt=topp, success_rate=0.8)
+    _write_run(tmp_path, "frozenlake__grpo__none__main__s0", success=0.5, mi=0.5, filt=none)
+    _write_run(tmp_path, "frozenlake__grpo__topp0p9__main__s0", success=0.6, mi=0.5, filt=topp)
+    _write_run(tmp_path, "frozenlake__grpo__topp0p6__main__s0", success=0.9, mi=0.5,  # no slip run filters so
+               filt={"strategy": "top_p", "value": 0.6, "include_zero": False})
+    runs = analysis.slip_runs(tmp_path)
+    table = runs.set_index(["slip_rate", "condition"])["final_success"].sort_index()
+    assert table.to_dict() == {(0.02, "none"): 0.5, (0.02, "top_p"): 0.6, (0.2, "none"): 0.3, (0.2, "top_p"): 0.4}
+
+
+def test_quartile_differences_are_top_minus_bottom_per_run_and_phase():
+    rows = [{"run_id": r, "phase": "end", "quartile": q, "success": q / 10 + (r == "b") * 0.1, "mi": 0.0, "rv": 0.0}
+            for r in ("a", "b") for q in (1, 2, 3, 4)]
+    diffs = analysis.quartile_differences(pd.DataFrame(rows), "success")
+    assert diffs.round(6).tolist() == [0.3, 0.3]
+    with pytest.raises(ValueError, match="quartiles 1 and 4"):
+        analysis.quartile_differences(pd.DataFrame(rows).query("quartile < 4"), "success")

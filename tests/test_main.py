@@ -40,3 +40,12 @@ def test_profile_and_warmstart_arguments_parse():
     assert args.run_id == "r1" and args.expect == "data/cache/warm_start/abc" and args.cache_dir == "data/cache"
     with pytest.raises(SystemExit):
         build_parser().parse_args(["profile", "gpu"])
+
+
+def test_stale_runs_are_the_train_stages_of_dvc_status():
+    from ragen2.__main__ import stale_train_stages
+
+    status = {"data": [{"changed outs": {}}], "train@frozenlake__grpo__none__main__s1": [],
+              "warmstart@abc": [], "train@frozenlake__ppo__none__main__s0": [], "nb_03_main_results": []}
+    assert stale_train_stages(status) == ["frozenlake__grpo__none__main__s1", "frozenlake__ppo__none__main__s0"]
+    assert stale_train_stages({}) == []

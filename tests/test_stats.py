@@ -38,7 +38,22 @@ def test_paired_test_all_ties_and_single_pair():
     assert r.sign_p == 1.0 and r.wilcoxon_p == 1.0 and r.mean_diff == 0 and r.ties == 2
     one = paired_test([1.0], [0.0])
     assert one.n == 1 and math.isnan(one.std_diff) and one.ci_low == one.ci_high == 1.0
-    assert math.isnan(one.t_p) and math.isnan(paired_test([1.0, 2.0], [0.0, 1.0]).t_p)
+    assert math.isnan(one.t_p) and math.isnan(one.t_ci_low)
+    same = paired_test([1.0, 2.0], [0.0, 1.0])  # every difference +1: t is infinite
+    assert same.t_p == 0.0 and same.t_ci_low == same.t_ci_high == 1.0 and r.t_p == 1.0
+
+
+def test_t_interval_and_verdict_with_four_pairs():
+    a, b = [0.9, 0.8, 0.75, 0.7], [0.5, 0.6, 0.45, 0.55]
+    r = paired_test(a, b)
+    d = np.subtract(a, b)
+    half = sps.t.ppf(0.975, 3) * d.std(ddof=1) / 2
+    assert (r.t_ci_low, r.t_ci_high) == pytest.approx((d.mean() - half, d.mean() + half))
+    assert r.t_p < 0.05 and r.wilcoxon_p > 0.05  # the t-test can decide with 4 pairs, the rank test cannot
+    assert r.verdict("greater") == "agree" and r.verdict("less") == "disagree"
+    null = paired_test([0.5, 0.52, 0.49, 0.51], [0.5, 0.5, 0.5, 0.5])
+    assert null.verdict("greater") == "inconclusive"
+    assert null.verdict("greater", paper_effect=0.069) == "disagree"  # the CI rules out the paper's gain
 
 
 def test_rank_tests_cannot_reach_005_with_four_seeds():
@@ -165,3 +180,21 @@ def test_summaries_are_one_line_with_the_numbers():
     assert "\n" not in text and text.startswith("diff +10 pts") and "wins 2/3 (ties 1)" in text
     text = spearman([1, 2, 3, 4], [1, 3, 2, 4], n_boot=200).summary()
     assert text.startswith("rho +0.80") and text.endswith("n=4 runs")
+
+
+def test_pairs_needed_matches_the_textbook_values():
+    from ragen2.stats import pairs_needed
+
+    # d = 0.5 at alpha 0.05, power 0.8 needs 34 pairs (Cohen's table, paired t); d = 1 needs 10
+    assert pairs_needed(1.0, 0.5) == 34 and pairs_needed(2.0, 2.0) == 10
+    assert pairs_needed(1.0, -0.5) == 34  # the sign does not matter
+    with pytest.raises(ValueError, match="diff_std"):
+        pairs_needed(0.0, 0.5)
+
+
+def test_runs_needed_for_rho():
+    from ragen2.stats import runs_needed_for_rho
+
+    assert runs_needed_for_rho(-0.3) == 85 and runs_needed_for_rho(0.5) == 30
+    with pytest.raises(ValueError, match="rho"):
+        runs_needed_for_rho(0.0)

@@ -138,3 +138,34 @@ def test_paper_main_table_rejects_wrong_columns(tmp_path):
     bad.write_text("# header\nvariant,env,value\nPPO,Sokoban,1\n")
     with pytest.raises(ValueError, match="columns must be"):
         paper_main_table(bad)
+
+
+def test_paper_gain_averages_the_papers_cells():
+    from ragen2.tables import paper_gain
+
+    assert paper_gain(["frozenlake"], ["ppo"]) == pytest.approx(10.9)
+    assert paper_gain(["frozenlake"], ["ppo", "grpo", "dapo", "dr_grpo"]) == pytest.approx((10.9 + 2.1 + 2.3 + 0.6) / 4)
+    with pytest.raises(ValueError, match="bandit"):
+        paper_gain(["bandit"], ["ppo"])
+
+
+def test_learning_table_pairs_start_and_end_within_runs():
+    from ragen2.tables import learning_table
+
+    runs = pd.DataFrame([{"run_id": f"r{s}", "env": "frozenlake", "algo": "grpo", "condition": "none", "seed": s}
+                         for s in range(4)])
+    steps = pd.DataFrame([{"run_id": f"r{s}", "step": step, "metric": "val/success", "value": v}
+                          for s in range(4) for step, v in ((0, 0.5 + 0.01 * s), (10, 0.55), (30, 0.7 + 0.02 * s))])
+    row = learning_table(runs, steps).iloc[0]
+    assert (row["env"], row["algorithm"], row["n_seeds"]) == ("FrozenLake", "GRPO", 4)
+    assert row["start_mean"] == pytest.approx(51.5) and row["end_mean"] == pytest.approx(73.0)
+    assert row["gain_mean"] == pytest.approx(21.5) and row["learned"] and row["t_p"] < 0.05
+    flat = steps.assign(value=lambda d: np.where(d["step"] == 30, d["value"] - 0.2 - 0.1 * (d["run_id"] == "r0"),
+                                                 d["value"]))
+    assert not learning_table(runs, flat).iloc[0]["learned"]
+    four = pd.concat([steps, steps[steps["step"] == 30].assign(step=40, value=0.9)])
+    windowed = learning_table(runs, four, window=2).iloc[0]  # mean of the first two vs of the last two values
+    assert windowed["start_mean"] == pytest.approx(100 * np.mean([(0.5 + 0.01 * s + 0.55) / 2 for s in range(4)]))
+    assert windowed["end_mean"] == pytest.approx(100 * np.mean([(0.7 + 0.02 * s + 0.9) / 2 for s in range(4)]))
+    with pytest.raises(ValueError, match="6 or more"):  # 3 logged values cannot fill two windows of 3
+        learning_table(runs, steps, window=3)

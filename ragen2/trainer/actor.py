@@ -11,10 +11,13 @@ both use it, so they optimise and measure exactly the same objective::
 
 from __future__ import annotations
 
+import functools
+import inspect
 from dataclasses import dataclass
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ragen2.trainer.batch import UpdateBatch, chunks
@@ -41,13 +44,30 @@ class LossSettings:
     """Multiplier of the policy-gradient term (filter loss scaling)."""
 
 
+@functools.cache
+def _accepts_logits_to_keep(model_type: type) -> bool:
+    return "logits_to_keep" in inspect.signature(model_type.forward).parameters
+
+
 def forward_logprobs(model: nn.Module, batch: UpdateBatch, temperature: float = 1.0,
                      with_entropy: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Log-probs (and entropies) of every shifted token of ``batch`` under ``model``, with gradient."""
-    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1]
+    """Log-probs (and entropies) of the shifted tokens of ``batch`` under ``model``, with gradient.
+
+    Columns before the batch's first trained token (``loss_mask``) are 0: the model's head and the
+    log-softmax run only from there on (``logits_to_keep``), which skips the shared prompt of
+    single-turn rows. Models whose ``forward`` has no ``logits_to_keep`` get every column.
+    """
+    trained = torch.nonzero(batch.loss_mask.any(dim=0)).flatten()
+    start = int(trained[0]) if len(trained) and _accepts_logits_to_keep(type(model)) else 0
+    kwargs = {"logits_to_keep": batch.input_ids.shape[1] - start} if start > 0 else {}
+    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, **kwargs).logits[:, :-1]
     if temperature != 1.0:
         logits = logits / temperature
-    return logprobs_and_entropy(logits, batch.targets, with_entropy=with_entropy)
+    logp, entropy = logprobs_and_entropy(logits, batch.targets[:, start:], with_entropy=with_entropy)
+    if start > 0:
+        logp = F.pad(logp, (start, 0))
+        entropy = F.pad(entropy, (start, 0)) if entropy is not None else None
+    return logp, entropy
 
 
 @torch.no_grad()

@@ -68,7 +68,10 @@ WARM_START_IGNORED_ROLLOUT = ("env_groups", "group_size", "temperature", "val_te
 def _warm_start_key(cfg: RunConfig) -> str:
     rollout = {k: v for k, v in to_dict(cfg.rollout).items() if k not in WARM_START_IGNORED_ROLLOUT}
     policy = {k: v for k, v in to_dict(cfg.policy).items() if k != "device"}
-    blob = json.dumps({"env": to_dict(cfg.env), "policy": policy, "warm_start": to_dict(cfg.warm_start),
+    from ragen2.warmstart import corpus_env
+
+    warm = {k: v for k, v in to_dict(cfg.warm_start).items() if k != "env_kwargs"}  # in corpus_env already
+    blob = json.dumps({"env": to_dict(corpus_env(cfg)), "policy": policy, "warm_start": warm,
                        "rollout": rollout}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

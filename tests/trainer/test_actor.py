@@ -80,3 +80,30 @@ def test_kl_without_reference_is_an_error():
     batch.ref_logp = None
     with pytest.raises(ValueError, match="ref_logp"):
         actor_terms(model, batch, settings(), term_denominators(batch, settings()))
+
+
+def test_logits_start_at_the_first_trained_token_and_match_the_full_forward():
+    from ragen2.trainer.actor import forward_logprobs
+    from ragen2.trainer.batch import build_batch
+    from ragen2.trainer.losses import logprobs_and_entropy
+    from tests.trainer._tiny import trajectories
+
+    model = tiny_lm()
+    batch = build_batch(trajectories([[1.0, 0.0], [0.0, 1.0]], seed=3), pad_id=0)
+    start = int(torch.nonzero(batch.loss_mask.any(dim=0)).flatten()[0])
+    assert start > 0  # the prompt is skipped
+    logp, entropy = forward_logprobs(model, batch)
+    full = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1]
+    ref_logp, ref_entropy = logprobs_and_entropy(full, batch.targets)
+    mask = batch.loss_mask.bool()
+    torch.testing.assert_close(logp[mask], ref_logp[mask], atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(entropy[mask], ref_entropy[mask], atol=1e-6, rtol=1e-5)
+    assert logp.shape == batch.loss_mask.shape and float(logp[:, :start].abs().sum()) == 0.0
+    # the gradient of a loss on trained tokens is the same as through the full forward
+    grads = []
+    for lp in (forward_logprobs(model, batch)[0], logprobs_and_entropy(
+            model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1], batch.targets)[0]):
+        model.zero_grad()
+        (lp * batch.loss_mask).sum().backward()
+        grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
+    torch.testing.assert_close(grads[0], grads[1], atol=1e-6, rtol=1e-5)
