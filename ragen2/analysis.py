@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ragen2.claims import Claim
-from ragen2.results_io import final_values, load_runs
+from ragen2.results_io import final_values, load_runs, start_end_values
 from ragen2.stats import decide, paired_test, spearman
 
 _RUN_ID_RE = re.compile(r"^(?P<env>[^_]+(?:_[^_]+)*)__(?P<algo>[a-z_]+)__(?P<filter>[a-z0-9p]+)__"
@@ -135,12 +135,7 @@ def trend_claim(claim: str, steps: pd.DataFrame, metric: str, *, direction: str,
     Per run: the mean of its last ``window`` logged values minus the mean of its first ``window``
     (a window of several steps for noisy per-step counts); a paired t-test over runs.
     """
-    if window < 1:
-        raise ValueError(f"window must be >= 1, got {window!r}")
-    sub = steps[steps["metric"] == metric].dropna(subset=["value"]).sort_values("step")
-    ends = sub.groupby("run_id")["value"].agg(first=lambda v: v.iloc[:window].mean(),
-                                              last=lambda v: v.iloc[-window:].mean(), count="count")
-    ends = ends[ends["count"] >= 2 * window]
+    ends = start_end_values(steps, metric, window)
     label = f"{what}: " if what else ""
     if len(ends) < 2:
         return Claim(claim, "inconclusive", f"{label}{metric} logged at {2 * window}+ steps in {len(ends)} run(s); "

@@ -404,3 +404,19 @@ def final_values(
     wide = wide.reindex(sorted(steps["run_id"].unique()))
     wide.columns.name = None
     return wide.rename_axis("run_id").reset_index()
+
+
+def start_end_values(steps: pd.DataFrame, metric: str, window: int = 1) -> pd.DataFrame:
+    """Per run: the mean of the first ``window`` and of the last ``window`` logged values of ``metric``.
+
+    Only runs that log ``metric`` at ``2 * window`` or more steps (so the windows do not overlap) are kept.
+
+    Returns:
+        Index ``run_id``; columns ``first``, ``last`` and ``count`` (the number of logged values).
+    """
+    if window < 1:
+        raise ValueError(f"window must be >= 1, got {window!r}")
+    sub = steps[steps["metric"] == metric].dropna(subset=["value"]).sort_values("step", kind="stable")
+    ends = sub.groupby("run_id")["value"].agg(first=lambda v: v.iloc[:window].mean(),
+                                              last=lambda v: v.iloc[-window:].mean(), count="count")
+    return ends[ends["count"] >= 2 * window]

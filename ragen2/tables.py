@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ragen2.results_io import start_end_values
 from ragen2.stats import pair_by_seed
 
 ALGO_LABELS = {"ppo": "PPO", "dapo": "DAPO", "grpo": "GRPO", "dr_grpo": "Dr. GRPO"}
@@ -246,12 +247,7 @@ def learning_table(runs_df: pd.DataFrame, steps_df: pd.DataFrame, *, metric: str
     """
     from ragen2.stats import paired_test
 
-    if window < 1:
-        raise ValueError(f"window must be >= 1, got {window!r}")
-    sub = steps_df[steps_df["metric"] == metric].dropna(subset=["value"]).sort_values("step")
-    ends = sub.groupby("run_id")["value"].agg(first=lambda v: v.iloc[:window].mean(),
-                                              last=lambda v: v.iloc[-window:].mean(), count="count")
-    ends = ends[ends["count"] >= 2 * window]
+    ends = start_end_values(steps_df, metric, window)
     data = runs_df.set_index("run_id").join(ends, how="inner")
     rows = []
     for (env, algo, cond), part in data.groupby(["env", "algo", "condition"], sort=False):

@@ -264,3 +264,16 @@ def test_load_runs_reads_the_trainers_own_files(tmp_path):
     assert len(mi) == 1 and math.isnan(mi.iloc[0])
     kept = steps[steps.metric == "filter/kept_ratio"].sort_values("step")["value"].tolist()
     assert kept == [0.75, 0.5]
+
+
+def test_start_end_values_average_windows_and_need_two_of_them():
+    from ragen2.results_io import start_end_values
+
+    steps = pd.DataFrame([{"run_id": r, "step": s, "metric": "m", "value": float(s)}
+                          for r, n in (("a", 4), ("b", 3)) for s in range(n)]
+                         + [{"run_id": "a", "step": 9, "metric": "other", "value": 1.0}])
+    ends = start_end_values(steps.sample(frac=1.0, random_state=0), "m", window=2)  # order does not matter
+    assert list(ends.index) == ["a"] and (ends.loc["a", "first"], ends.loc["a", "last"]) == (0.5, 2.5)
+    assert start_end_values(steps, "m").loc["b", "last"] == 2.0
+    with pytest.raises(ValueError, match="window"):
+        start_end_values(steps, "m", window=0)
