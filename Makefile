@@ -46,9 +46,9 @@ WORKERS ?= 2
 repro: export PATH := $(abspath $(VENV))/bin:$(PATH)
 repro: setup
 	dvc repro warmstart
-	set -o pipefail; $(PY) -m ragen2 stale-runs | \
-	  xargs -r -P $(WORKERS) -I{} $(PY) -m ragen2 train {} --cache-dir data/cache --threads 1 >/dev/null
-	set -o pipefail; $(PY) -m ragen2 stale-runs | sed 's/^/train@/' | xargs -r dvc commit -f -q
+	stale="$$($(PY) -m ragen2 stale-runs)" && if [ -n "$$stale" ]; then \
+	  echo "$$stale" | xargs -P $(WORKERS) -I{} $(PY) -m ragen2 train {} --cache-dir data/cache --threads 1 >/dev/null && \
+	  echo "$$stale" | sed 's/^/train@/' | xargs dvc commit -f -q; fi
 	dvc repro
 
 # params.yaml is generated: edit ragen2/profiles.py, then `make params` (tests check there is no drift).
