@@ -6,11 +6,13 @@ Everything a notebook needs beyond loading runs (:mod:`ragen2.results_io`), draw
 - Run ids (:mod:`ragen2.profiles`): :func:`parse_run_id`, :func:`load_study` (runs of some studies,
   with ``study``, ``study_value`` and ``filter_tag`` columns).
 - Verdicts: :func:`paired_claim` (a paired comparison over seeds -> :class:`ragen2.claims.Claim`),
-  :func:`correlation_table` (C2), :func:`grad_claim` (C4), :func:`sweep_table` and
-  :func:`intervention_claim` (C7), :func:`trend_claim` (C6: a metric rises/falls over training).
+  :func:`correlation_table` (C2), :func:`grad_claim` (C4), :func:`sweep_table`,
+  :func:`matched_differences` / :func:`filter_gain_units` / :func:`sweep_units` and :func:`intervention_claim`
+  (C7), :func:`trend_claim` (C6: a metric rises/falls over training).
 - Prompt level (C3, C6 heatmaps): :func:`prompt_level_table` rolls a saved policy out on fixed
   prompts and returns one row per (prompt, rollout) with the reward, the prompt's RV and a per-prompt
-  MI proxy; :func:`rv_quartile_table` cuts prompts into RV quartiles.
+  MI proxy; :func:`prompt_tables` computes it for several runs (the warm start once);
+  :func:`rv_quartile_table` cuts prompts into RV quartiles; :func:`quartile_claim` tests them over runs.
 - Toy regimes (notebook 01): :func:`toy_point`, :func:`regime_points_from_steps`, :func:`show_toy_policy`.
 """
 
@@ -48,8 +50,10 @@ C3, top minus bottom RV quartile, 5 points of success and 0.05 nats of per-token
 at partial slip minus its gain at the extremes, 2 points (the paper's FrozenLake gains span 0.6-10.9);
 C6, Top-p minus none in final per-token MI, 0.1 nats (a third of the CPU probe's +0.34), and a rise of
 0.5 zero-variance groups per batch (mean of the last 5 steps minus the first 5); C7, a Spearman rho of -0.3 between the
-top-p value and final success. Where the paper gives a number (C1: its mean FrozenLake gain over the
-algorithms run; C2: its rho of +0.39 for MI-ZScore), that number is used instead."""
+top-p value and final success (since the first CPU run only the bar of C7's context statistic and of its power
+statement: C7 is decided by :func:`intervention_claim`'s paired test against C1's paper effect). Where the paper
+gives a number (C1: its mean FrozenLake gain over the algorithms run; C2: its rho of +0.39 for MI-ZScore), that
+number is used instead."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -343,31 +347,153 @@ def sweep_table(runs: pd.DataFrame, sweeps: dict[str, str], mi_metric: str = MI_
     return pd.DataFrame(rows).drop_duplicates(subset=["sweep", "run_id"]).reset_index(drop=True)
 
 
-def intervention_claim(claim: str, table: pd.DataFrame, filter_sweep: str, other_sweeps: Sequence[str],
-                       paper_rho: float | None = None) -> Claim:
-    """C7: the top-p sweep moves success consistently (lower top-p -> higher success), the others do not.
+def matched_differences(treated: pd.DataFrame, bases: pd.DataFrame, ignore: Sequence[str],
+                        value: str = "final_success") -> pd.DataFrame:
+    """Paired differences ``treated - base`` with one row per base run, the unit of the test.
 
-    Spearman of the swept value vs final success per sweep. ``agree`` when the filter sweep's rho is
-    significantly negative and no other sweep's is significant; ``disagree`` when the filter sweep
-    is significantly positive, or is not significant while another sweep is, or (with ``paper_rho``, a
-    negative rho) when its 95 % bootstrap CI lies above ``paper_rho`` (we rule out a relation that strong).
+    A treated run is matched to the base run with the same ``seed`` and the same settings
+    (:data:`SETTING_COLUMNS`, which include env and algorithm) except the ``ignore`` columns (the
+    changed factor); when several bases match, the one of its own ``study`` wins, else the first.
+    A base with several treated partners (e.g. top-p 0.9 and 0.6 at the same seed) gets the mean of
+    its partners' values, so no run enters a test twice (pairs sharing a base are not independent).
+    Runs with a NaN ``value`` and treated runs without a base are left out.
+
+    Returns:
+        ``base_run_id, env, algo, seed, n_partners, partners`` (run ids, comma-separated), ``base``,
+        ``treated`` (partner mean), ``diff`` (``treated - base``); empty (same columns) when nothing matches.
     """
-    results = {}
-    for name, part in table.groupby("sweep"):
-        ok = part.dropna(subset=["final_success"])
-        results[name] = spearman(ok["value"], ok["final_success"]) if len(ok) >= 3 else None
-    main = results.get(filter_sweep)
-    if main is None:
-        return Claim(claim, "inconclusive", f"sweep {filter_sweep!r} has fewer than 3 runs")
-    verdict = decide(main.rho, main.p, "less", ci=(main.ci_low, main.ci_high), paper_effect=paper_rho)
-    others_sig = [n for n in other_sweeps if results.get(n) is not None and results[n].p < 0.05]
-    if verdict == "agree" and others_sig:
+    columns = ["base_run_id", "env", "algo", "seed", "n_partners", "partners", "base", "treated", "diff"]
+    treated, bases = treated.dropna(subset=[value]), bases.dropna(subset=[value])
+    def column(frame: pd.DataFrame, name: str) -> list:
+        return frame[name].tolist() if name in frame.columns else [None] * len(frame)
+
+    base_study, treated_study, treated_id = column(bases, "study"), column(treated, "study"), column(treated, "run_id")
+    index: dict[tuple, list[int]] = {}
+    for i, (key, seed) in enumerate(zip(_setting_keys(bases, ignore), bases["seed"])):
+        index.setdefault((key, int(seed)), []).append(i)
+    partners: dict[int, list[int]] = {}
+    for j, (key, seed) in enumerate(zip(_setting_keys(treated, ignore), treated["seed"])):
+        found = index.get((key, int(seed)), [])
+        own = [i for i in found if treated_study[j] is not None and base_study[i] == treated_study[j]]
+        if found:
+            partners.setdefault((own or found)[0], []).append(j)
+    rows = []
+    for i, js in sorted(partners.items()):
+        base = bases.iloc[i]
+        mean = float(treated[value].iloc[js].mean())
+        rows.append({"base_run_id": base.get("run_id"), "env": base.get("env"), "algo": base.get("algo"),
+                     "seed": int(base["seed"]), "n_partners": len(js), "partners": ",".join(str(treated_id[j]) for j in js),
+                     "base": float(base[value]), "treated": mean, "diff": mean - float(base[value])})
+    return pd.DataFrame(rows, columns=columns)
+
+
+def filter_gain_units(runs: pd.DataFrame, value: str = "final_success",
+                      studies: Sequence[str] = ("main", "toppsweep")) -> pd.DataFrame:
+    """C7's primary pairs: runs with Top-p < 1 vs the no-filter run with the same algorithm, seed and settings.
+
+    Among the runs of ``studies`` (from :func:`load_study`), the treated runs are those with
+    ``filter.strategy == "top_p"`` and ``filter.value < 1`` (main-study Top-p 0.9 of every algorithm,
+    the top-p sweep's points), the bases those with ``condition == "none"``; matched by
+    :func:`matched_differences` ignoring ``filter.value`` and ``filter.include_zero``, so a no-filter run
+    with two filtered partners (CPU profile: GRPO at 0.9 and 0.6) is one unit with their mean gain.
+    """
+    data = runs[runs["study"].isin(list(studies))]
+    top_p = (data["filter.strategy"] == "top_p") & (data["filter.value"].astype(float) < 1)
+    return matched_differences(data[top_p], data[data["condition"] == "none"],
+                               ("filter.value", "filter.include_zero"), value)
+
+
+def sweep_units(runs: pd.DataFrame, study: str, main: pd.DataFrame | None = None,
+                value: str = "final_success") -> tuple[pd.DataFrame, list[float]]:
+    """A sweep's runs vs its base point, one row per base run (its swept values averaged, paired by seed).
+
+    The base point is the ``main`` runs whose settings equal the sweep's except the swept column
+    (:data:`SWEPT_COLUMNS`; the CPU profile's base is the main study's GRPO no-filter cells); when
+    ``main`` has none, the sweep's own runs at its smallest value (coefficient 0). Sweep runs at a
+    base value are not treated.
+
+    Returns:
+        :func:`matched_differences`'s table and the base value(s).
+    """
+    column = SWEPT_COLUMNS[study]
+    part = runs[runs["study"] == study]
+    bases = borrowed_points(part, main, (column,)) if main is not None and len(part) else part.iloc[0:0]
+    if bases.empty and len(part):
+        low = part[column].astype(float).min()
+        bases = part[part[column].astype(float) == low]
+    base_values = sorted(set(bases[column].astype(float)))
+    treated = part[~part[column].astype(float).isin(base_values)]
+    return matched_differences(treated, bases, (column,), value), base_values
+
+
+def intervention_claim(claim: str, runs: pd.DataFrame, *, sweeps: pd.DataFrame | None = None,
+                       context_sweeps: dict[str, str] | None = None, filter_sweep: str = "top-p",
+                       paper_effect: float | None = None, paper_rho: float | None = None,
+                       value: str = "final_success", scale: float = 100.0, note: str = "") -> Claim:
+    """C7: the top-p sweep moves success consistently (lower top-p -> higher success), entropy / KL do not.
+
+    Primary test: :func:`filter_gain_units` (final success with Top-p < 1 minus without filter, one
+    difference per no-filter run, paired on algorithm, seed and settings), a two-sided paired t-test over
+    those units, :meth:`ragen2.stats.PairedResult.verdict` in the direction ``greater`` with
+    ``paper_effect`` (C1's paper gain, same scale as ``value``): ``agree`` = gain significantly > 0;
+    ``disagree`` = significantly < 0, or a 95 % t-interval that excludes ``paper_effect`` (we rule out a
+    move as large as the paper's); else ``inconclusive``. An ``agree`` is downgraded to ``inconclusive``
+    when an entropy / KL sweep moves success significantly (:func:`sweep_units`, paired t-test, p < 0.05).
+
+    Context (reported, not deciding): each ``context_sweeps`` study's paired difference vs its base point,
+    the Spearman rho of swept value vs success per sweep of ``sweeps`` (:func:`sweep_table`; with
+    ``paper_rho`` as its bar), and that the Top-p 0.9 pairs are C1's.
+
+    Args:
+        runs: :func:`load_study` of the main and sweep studies (``main``, ``ent``, ``kl``, ``toppsweep``).
+        context_sweeps: study tag -> label of the sweeps that should *not* move success
+            (default ``{"ent": "entropy coef", "kl": "KL coef"}``).
+        filter_sweep: the top-p sweep's label in ``sweeps``.
+        scale: factor for the evidence text (100: success in points).
+        note: appended to the evidence (e.g. the history of the test).
+    """
+    context_sweeps = {"ent": "entropy coef", "kl": "KL coef"} if context_sweeps is None else context_sweeps
+    units = filter_gain_units(runs, value)
+    main = runs[runs["study"] == "main"]
+    moved, context = [], []
+    for study, label in context_sweeps.items():
+        diffs, base_values = sweep_units(runs, study, main, value)
+        base_text = "/".join(f"{v:g}" for v in base_values) or "none"
+        if len(diffs) < 2:
+            context.append(f"{label}: {len(diffs)} seed(s) paired with the base point ({base_text}); too few")
+            continue
+        res = paired_test(diffs["treated"].to_numpy(), diffs["base"].to_numpy())
+        significant = res.t_p < 0.05
+        if significant:
+            moved.append(label)
+        context.append(f"{label}: swept values (mean per seed) - base {base_text}: "
+                       f"{res.summary(scale=scale).replace(' pairs', ' seeds')}"
+                       + (" (significant)" if significant else ""))
+    if sweeps is not None:
+        rhos = []
+        for name, part in sweeps.groupby("sweep", sort=False):
+            ok = part.dropna(subset=[value])
+            rhos.append(f"{name} {spearman(ok['value'], ok[value]).summary()}" if len(ok) >= 3 else f"{name}: <3 runs")
+        bar = f" (bar for {filter_sweep}: rho {paper_rho:+.2f})" if paper_rho is not None else ""
+        context.append(f"Spearman of swept value vs {value}{bar}: " + "; ".join(rhos))
+    n_09 = int((units["partners"].str.split(",").explode().isin(set(main["run_id"]))).sum()) if len(units) else 0
+    context.append(f"the primary test shares its {n_09} main-study Top-p pairs with C1 (not independent of it)")
+    if len(units) < 2:
+        verdict, text = "inconclusive", f"{len(units)} no-filter run(s) with a Top-p < 1 partner; too few"
+    else:
+        res = paired_test(units["treated"].to_numpy(), units["base"].to_numpy())
+        verdict = res.verdict("greater", paper_effect)
+        ids = units["partners"].str.split(",").explode()
+        counts = ids.map(runs.set_index("run_id")["filter.value"].astype(float)).value_counts().sort_index(ascending=False)
+        partners = ", ".join(f"{v:g} x {n}" for v, n in counts.items())
+        text = (f"{value}, Top-p < 1 minus no filter, paired on algorithm, seed and settings, one difference per "
+                f"no-filter run (filtered partners: top-p {partners}; a run's partners averaged): "
+                f"{res.summary(scale=scale).replace(' pairs', ' runs')}{_paper_text(paper_effect, scale)}")
+    if verdict == "agree" and moved:
         verdict = "inconclusive"
-    if verdict == "inconclusive" and others_sig and not main.p < 0.05:
-        verdict = "disagree"
-    text = "; ".join(f"{n}: {r.summary()}" if r is not None else f"{n}: <3 runs" for n, r in results.items())
-    bar = f"; smallest effect of interest: rho {paper_rho:+.2f} for {filter_sweep}" if paper_rho is not None else ""
-    return Claim(claim, verdict, f"swept value vs final success, {text}{bar}")
+        text += f"; downgraded from agree: {', '.join(moved)} also moved success significantly"
+    extra = "".join(f"; (context) {c}" for c in context)
+    return Claim(claim, verdict, text + extra + (f"; {note}" if note else ""))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -380,7 +506,8 @@ def prompt_level_table(run_dir: str | Path, *, phase: str = "end", num_prompts: 
 
     Args:
         run_dir: a run directory (``config.json``, ``checkpoints/``).
-        phase: ``start`` = the policy RL started from (the warm start), ``end`` = the latest checkpoint.
+        phase: ``start`` = the policy RL started from (the warm start), ``end`` = the latest checkpoint,
+            ``mid`` = the kept checkpoint (``trainer.keep_every``) nearest half the latest step.
         num_prompts, group_size: prompts (env seeds ``first_seed + i``) x rollouts each.
         cache_dir: the warm-start cache.
         seed: sampling seed (the same for every run and phase, so prompts and noise are shared).
@@ -399,21 +526,27 @@ def prompt_level_table(run_dir: str | Path, *, phase: str = "end", num_prompts: 
     from ragen2.metrics.scoring import cross_logprobs
     from ragen2.policy import load_policy
     from ragen2.rollout.collect import collect_rollouts
-    from ragen2.trainer.checkpoint import latest_checkpoint, load_checkpoint
+    from ragen2.trainer.checkpoint import kept_checkpoints, latest_checkpoint, load_checkpoint
     from ragen2.trainer.pipeline import initial_policy_path
 
-    if phase not in ("start", "end"):
-        raise ValueError(f"phase must be 'start' or 'end', got {phase!r}")
+    if phase not in ("start", "mid", "end"):
+        raise ValueError(f"phase must be 'start', 'mid' or 'end', got {phase!r}")
     if num_prompts < 2 or group_size < 1:
         raise ValueError(f"need num_prompts >= 2 and group_size >= 1, got {num_prompts}, {group_size}")
     run_dir = Path(run_dir)
     cfg = from_dict(RunConfig, json.loads((run_dir / "config.json").read_text()))
     model, tokenizer = load_policy(initial_policy_path(cfg, Path(cache_dir)), dtype=cfg.policy.dtype,
                                    device=cfg.policy.device)
-    if phase == "end":
+    if phase != "start":
         ckpt = latest_checkpoint(run_dir)
         if ckpt is None:
             raise FileNotFoundError(f"{run_dir} has no checkpoint (trainer.save_freq 0 and unfinished?)")
+        if phase == "mid":
+            earlier = {step: path for step, path in kept_checkpoints(run_dir).items() if path != ckpt}
+            if not earlier:
+                raise FileNotFoundError(f"{run_dir} keeps no checkpoint before its latest (trainer.keep_every 0?)")
+            last = max(kept_checkpoints(run_dir))
+            ckpt = earlier[min(earlier, key=lambda step: (abs(step - last / 2), step))]
         model.load_state_dict(load_checkpoint(ckpt, map_location=next(model.parameters()).device)["actor"])
     model.eval()
     seeds = [first_seed + i for i in range(num_prompts)]
@@ -443,13 +576,46 @@ def prompt_level_table(run_dir: str | Path, *, phase: str = "end", num_prompts: 
     return out.drop(columns="mi_row").assign(phase=phase, run_id=run_dir.name)
 
 
+WARM_START_SECTIONS = ("env", "policy", "warm_start", "rollout")
+"""Config sections that fix a run's ``start`` prompt table (the warm-start policy, the prompts, the sampling)."""
+
+
 def prompt_tables(runs_root: str | Path, run_ids: Sequence[str], phases: Sequence[str] = ("start", "end"),
-                  **kwargs: Any) -> pd.DataFrame:
-    """:func:`prompt_level_table` of several runs and phases, concatenated."""
+                  *, start_label: str = "warm start", **kwargs: Any) -> pd.DataFrame:
+    """:func:`prompt_level_table` of several runs and phases, concatenated; the warm start once.
+
+    The ``start`` phase is the policy RL started from, not something a run produced: runs whose configs
+    agree in :data:`WARM_START_SECTIONS` roll the same policy out on the same prompts with the same
+    sampling seed, so their start tables are identical. It is therefore computed once per distinct
+    warm start (through the first such run's config) and labelled ``run_id = start_label``
+    (``"<start_label> <k> (<env>)"`` when the runs have several warm starts), so that
+    a test over runs cannot count one policy several times. Every other phase is computed per run.
+
+    Args:
+        runs_root: folder of run directories.
+        run_ids: the runs.
+        phases: phases of :func:`prompt_level_table` (``start`` handled as above).
+        start_label: ``run_id`` of the warm-start rows.
+        **kwargs: passed to :func:`prompt_level_table` (``num_prompts``, ``group_size``, ``cache_dir``, ...).
+    """
+    import json
+
     if not len(run_ids):
         raise ValueError("run_ids is empty")
-    return pd.concat([prompt_level_table(Path(runs_root) / rid, phase=phase, **kwargs)
-                      for rid in run_ids for phase in phases], ignore_index=True)
+    root = Path(runs_root)
+    parts = []
+    if "start" in phases:
+        starts: dict[str, tuple[str, str]] = {}  # warm-start signature -> (first run id, env name)
+        for rid in run_ids:
+            cfg = json.loads((root / rid / "config.json").read_text())
+            key = json.dumps({k: cfg.get(k) for k in WARM_START_SECTIONS}, sort_keys=True, default=str)
+            starts.setdefault(key, (rid, str((cfg.get("env") or {}).get("name", "?"))))
+        for k, (rid, env) in enumerate(starts.values()):
+            label = start_label if len(starts) == 1 else f"{start_label} {k + 1} ({env})"
+            parts.append(prompt_level_table(root / rid, phase="start", **kwargs).assign(run_id=label))
+    parts += [prompt_level_table(root / rid, phase=phase, **kwargs)
+              for rid in run_ids for phase in phases if phase != "start"]
+    return pd.concat(parts, ignore_index=True)
 
 
 def rv_quartile_table(prompts: pd.DataFrame, by: Sequence[str] = ("run_id", "phase")) -> pd.DataFrame:
@@ -475,33 +641,56 @@ def rv_quartile_table(prompts: pd.DataFrame, by: Sequence[str] = ("run_id", "pha
                                                                  rv=("rv", "mean"))
 
 
-def quartile_differences(quartiles: pd.DataFrame, col: str) -> pd.Series:
-    """Per (run, phase): ``col`` in the top RV quartile minus the bottom one (the pairs C3 is tested on)."""
-    wide = quartiles.pivot_table(index=["run_id", "phase"], columns="quartile", values=col)
-    if 4 not in wide.columns or 1 not in wide.columns:
-        raise ValueError(f"quartiles 1 and 4 of {col!r} are not both present")
-    return (wide[4] - wide[1]).dropna().rename(f"{col}_q4_minus_q1")
+def _quartile_units(quartiles: pd.DataFrame, phase: str) -> tuple[pd.DataFrame, int]:
+    """The test units of C3: one row per run at ``phase`` (columns ``(col, quartile)``), and how many runs
+    were dropped because their whole quartile table repeats an earlier run's (one policy counted twice)."""
+    part = quartiles[quartiles["phase"] == phase]
+    values = [c for c in ("success", "mi", "rv") if c in part.columns]
+    wide = part.pivot_table(index="run_id", columns="quartile", values=values)
+    repeated = wide.round(12).duplicated()
+    return wide[~repeated], int(repeated.sum())
 
 
-def quartile_claim(claim: str, quartiles: pd.DataFrame, paper_effect: dict[str, float] | None = None) -> Claim:
-    """C3: success and MI higher in the top RV quartile than in the bottom one (paired over runs).
+def quartile_differences(quartiles: pd.DataFrame, col: str, phase: str = "end") -> pd.Series:
+    """Per run at ``phase``: ``col`` in the top RV quartile minus the bottom one (the units C3 is tested on).
+
+    Only ``phase`` rows count (the warm start, phase ``start``, is one policy shared by every run: context,
+    not a unit); a run whose quartile table repeats another's is counted once.
+    """
+    wide, _ = _quartile_units(quartiles, phase)
+    if (col, 4) not in wide.columns or (col, 1) not in wide.columns:
+        raise ValueError(f"quartiles 1 and 4 of {col!r} are not both present at phase {phase!r}")
+    return (wide[(col, 4)] - wide[(col, 1)]).dropna().rename(f"{col}_q4_minus_q1")
+
+
+def quartile_claim(claim: str, quartiles: pd.DataFrame, paper_effect: dict[str, float] | None = None,
+                   *, phase: str = "end") -> Claim:
+    """C3: success and MI higher in the top RV quartile than in the bottom one, paired over runs.
+
+    The units are the runs' ``phase`` checkpoints (independent policies; :func:`quartile_differences`):
+    one Q4 - Q1 difference per run, a two-sided paired t-test for ``success`` and for ``mi``, combined by
+    :func:`combine`. Rows of other phases, notably the warm start, are context only: the warm start is
+    one policy rolled out with one sampling seed, so repeating it per run would be pseudo-replication.
 
     ``paper_effect``: optional smallest effect per column (``success``, ``mi``) for the t-CI rule.
     """
-    wide = quartiles.pivot_table(index=["run_id", "phase"], columns="quartile", values=["success", "mi"])
+    wide, repeated = _quartile_units(quartiles, phase)
+    where = "final checkpoints" if phase == "end" else f"phase {phase!r}"
+    units = f" runs ({where}; the warm start is context only" + (
+        f"; {repeated} repeated table(s) counted once)" if repeated else ")")
     parts = []
     for col in ("success", "mi"):
         if (col, 4) not in wide.columns or (col, 1) not in wide.columns:
-            parts.append(Claim(claim, "inconclusive", f"{col}: quartiles 1 and 4 missing"))
+            parts.append(Claim(claim, "inconclusive", f"{col}: quartiles 1 and 4 missing at phase {phase!r}"))
             continue
         pair = wide[[(col, 4), (col, 1)]].dropna()
         if len(pair) < 2:
-            parts.append(Claim(claim, "inconclusive", f"{col}: {len(pair)} run(s); too few"))
+            parts.append(Claim(claim, "inconclusive", f"{col}: {len(pair)} run(s) at phase {phase!r}; too few"))
             continue
         res = paired_test(pair[(col, 4)].to_numpy(), pair[(col, 1)].to_numpy())
         effect = (paper_effect or {}).get(col)
         parts.append(Claim(claim, res.verdict("greater", effect),
-                           f"{col} Q4 - Q1: {res.summary().replace(' pairs', ' (run, phase) pairs')}{_paper_text(effect)}"))
+                           f"{col} Q4 - Q1: {res.summary().replace(' pairs', units)}{_paper_text(effect)}"))
     return combine(claim, parts)
 
 

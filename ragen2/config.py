@@ -158,6 +158,9 @@ class TrainerConfig:
     """Validate every N steps (and at step 0 and at the end)."""
     save_freq: int = 10
     """Checkpoint every N steps (0 = only at the end)."""
+    keep_every: int = 0
+    """Keep the checkpoints of steps that are multiples of N besides the latest (0 = only the latest);
+    ``save_freq`` still decides which steps are saved. The prompt-level heatmaps load them ("mid")."""
     empty_stop_steps: int = 5
     """Stop after this many consecutive empty filter steps (0 = never)."""
     rv_collapse_stop: bool = True

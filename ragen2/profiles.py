@@ -87,15 +87,17 @@ INITIAL_POLICY_DIR = WARM_START_DIR
 and dvc.yaml is the same for every profile (``initial_policy_path`` never writes there when steps is 0)."""
 
 S_PER_STEP: dict[str, float | dict[str, float]] = {
-    "frozenlake": {"ppo": 3.8, "grpo": 2.15, "dapo": 2.1, "dr_grpo": 2.2},
+    "frozenlake": {"ppo": 2.9, "grpo": 1.5, "dapo": 1.47, "dr_grpo": 1.54},
 }
 """Measured seconds per RL step (rollout + update + amortised diagnostics and validation) with the CPU
 profile's settings (FrozenLake, single turn, 8 x 8 rollouts of <= 64 tokens, MI every 10 steps,
 validation on 64 seeds every 10 steps, gradient decomposition at steps 1 and 16 in PPO/GRPO), per
-algorithm: the means over the 74 runs of the CPU pipeline on 2026-11-29 13:01-13:56 UTC, two training
-processes with one torch thread each on this 2-core machine while the engineers' tests also ran at times
-(PPO's critic makes it the dearest; the GRPO mean includes the slip-100 % Top-p runs, whose updates are
-all empty). That run's training took 55 minutes of wall time. Per env, either
+algorithm: the means over the 74 runs of the CPU pipeline on 2026-11-29 13:01-13:56 UTC (PPO 3.8, GRPO 2.15,
+DAPO 2.1, Dr. GRPO 2.2; two training processes with one torch thread each on this 2-core machine while the
+engineers' tests also ran at times; that training took 55 minutes of wall time), scaled by the speed-up of
+the shared-prompt forward (:mod:`ragen2.trainer.prefix`) measured on 8-step runs of the same settings, one
+thread: GRPO 2.95 -> 2.06 s per step (x 0.70), PPO 3.55 -> 2.69 (x 0.76). PPO's critic makes it the dearest;
+the GRPO mean includes the slip-100 % Top-p runs, whose updates are all empty. Per env, either
 one number or a number per algorithm. Sokoban was not measured (it is not in the CPU grid)."""
 S_PER_RUN = 15.0
 """Fixed cost per run: process start and imports (~5 s), policy load, step-0 validation, final checkpoint
@@ -344,8 +346,11 @@ def _grid(sizes: Sizes, paper: bool) -> dict[str, dict[str, Any]]:
     # collapse mechanism: entropy bonus on reasoning tokens, no KL, paired seeds
     if not paper:
         for coef, seeds in ((0.02, sizes.mech_seeds), (0.0, sizes.control_seeds)):
+            # the mid-run checkpoint is kept for notebook 07's early / mid / late prompt-level heatmaps
+            half = max(sizes.mech_steps // 2, 1)
             extra = {"trainer": {"entropy_coef": coef, "entropy_scope": "reasoning", "kl_coef": 0.0,
-                                 "steps": sizes.mech_steps}, "grad_analysis": {"enabled": coef > 0}}
+                                 "steps": sizes.mech_steps, "save_freq": half, "keep_every": half},
+                     "grad_analysis": {"enabled": coef > 0}}
             for filt in (NO_FILTER, top_p_main):
                 add("frozenlake", sizes.aux_algo, filt, f"mech{fmt_value(coef)}", seeds, extra)
 

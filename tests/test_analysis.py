@@ -11,6 +11,7 @@ import pytest
 
 from ragen2 import analysis
 from ragen2.claims import Claim
+from ragen2.stats import paired_test
 
 
 def _runs(gains, base=0.5, seeds=6):
@@ -91,17 +92,80 @@ def test_grad_claim_task_grows_reg_flat():
     assert analysis.grad_claim("C4", both_grow).verdict == "inconclusive"
 
 
-def test_sweeps_and_intervention_claim():
+def _c7_runs(gain, *, ent_shift=lambda seed: 0.0, kl_shift=lambda seed: 0.0, algos=("ppo", "dapo", "grpo", "dr_grpo"),
+             seeds=4, sweep_seeds=4):
+    """Runs of the main and sweep studies (the CPU profile's layout): ``gain(algo, seed)`` = Top-p 0.9 (and, for
+    GRPO, the top-p sweep's 0.6) minus no filter; ``ent_shift(seed)`` / ``kl_shift(seed)`` = a sweep run minus its
+    base (main GRPO no filter, entropy 0.001, KL 0) at the same seed."""
+    def run(study, algo, seed, success, *, value=1.0, ent=0.001, kl=0.0, swept=""):
+        tag = "none" if value >= 1 else f"topp{value:g}".replace(".", "p")
+        rid = f"frozenlake__{algo}__{tag}__{study}{swept:g}__s{seed}".replace(".", "p") if swept != "" else \
+            f"frozenlake__{algo}__{tag}__{study}__s{seed}"
+        return {"run_id": rid, "study": study, "env": "frozenlake",
+                "algo": algo, "seed": seed, "condition": "none" if value >= 1 else "top_p", "trainer.steps": 30,
+                "trainer.entropy_coef": ent, "trainer.entropy_scope": "all", "trainer.kl_coef": kl,
+                "filter.strategy": "top_p", "filter.value": value, "filter.top_p_mode": "linear",
+                "filter.include_zero": value >= 1, "env.kwargs.success_rate": 0.98, "final_success": success}
+
     rows = []
-    for seed in range(4):
-        for v in (1.0, 0.9, 0.8, 0.6, 0.4):
-            rows.append({"sweep": "top-p", "value": v, "seed": seed, "final_success": 1 - v + 0.01 * seed})
-        for v in (0.0, 0.01, 0.1):
-            rows.append({"sweep": "entropy coef", "value": v, "seed": seed, "final_success": 0.3 + 0.05 * ((seed + v * 100) % 3)})
-    table = pd.DataFrame(rows)
-    assert analysis.intervention_claim("C7", table, "top-p", ["entropy coef"]).verdict == "agree"
-    flat = table.assign(final_success=np.where(table["sweep"] == "top-p", 0.5, table["value"]))
-    assert analysis.intervention_claim("C7", flat, "top-p", ["entropy coef"]).verdict == "disagree"
+    for algo in algos:
+        for seed in range(seeds):
+            base = 0.6 + 0.02 * seed + 0.01 * len(algo)
+            rows += [run("main", algo, seed, base), run("main", algo, seed, base + gain(algo, seed), value=0.9)]
+            if algo == "grpo" and seed < sweep_seeds:
+                rows.append(run("toppsweep", algo, seed, base + gain(algo, seed), value=0.6))
+                rows += [run("ent", algo, seed, base + ent_shift(seed), ent=e, swept=e) for e in (0.0, 0.05)]
+                rows += [run("kl", algo, seed, base + kl_shift(seed), kl=k, swept=k) for k in (0.01, 0.1)]
+    return pd.DataFrame(rows)
+
+
+def test_filter_gain_units_pair_on_settings_and_count_each_no_filter_run_once():
+    runs = _c7_runs(lambda algo, seed: 0.05, sweep_seeds=2)
+    units = analysis.filter_gain_units(runs)
+    assert len(units) == 16 and units["diff"].round(9).eq(0.05).all()  # 16 Top-p 0.9 pairs, 2 x 0.6 folded in
+    grpo = units.set_index(["algo", "seed"]).loc[("grpo", 0)]
+    assert grpo["n_partners"] == 2 and "toppsweep" in grpo["partners"] and grpo["base_run_id"].endswith("none__main__s0")
+    # a filtered run whose other settings differ from every no-filter run has no partner
+    odd = runs.assign(**{"trainer.kl_coef": np.where(runs["study"] == "toppsweep", 0.5, runs["trainer.kl_coef"])})
+    assert analysis.filter_gain_units(odd)["n_partners"].max() == 1
+    ent, base = analysis.sweep_units(runs, "ent", runs[runs["study"] == "main"])
+    assert base == [0.001] and len(ent) == 2 and ent["n_partners"].tolist() == [2, 2]  # one unit per base run (seed)
+    # without a borrowed base point, the sweep's smallest value is its base
+    own, base = analysis.sweep_units(runs, "kl")
+    assert base == [0.01] and len(own) == 2 and own["partners"].str.contains("kl0p1").all()
+
+
+def test_intervention_claim_agree_disagree_inconclusive():
+    paper = 0.04
+    wobble = {0: 0.004, 1: -0.003, 2: 0.002, 3: -0.001}  # seed-to-seed noise of a difference
+
+    def verdict(runs, **kw):
+        return analysis.intervention_claim("C7", runs, paper_effect=paper, **kw)
+
+    up = verdict(_c7_runs(lambda a, s: 0.05 + wobble[s]))  # consistent gain, entropy / KL flat (noise only)
+    assert up.verdict == "agree" and "n=16 runs" in up.evidence and "shares its 16 main-study Top-p pairs with C1" in up.evidence
+    # the same gain, but the entropy sweep moves success consistently too: not the paper's contrast
+    moved = verdict(_c7_runs(lambda a, s: 0.05 + wobble[s], ent_shift=lambda s: 0.1 + wobble[s]))
+    assert moved.verdict == "inconclusive" and "downgraded from agree: entropy coef" in moved.evidence
+    # no gain, tight interval: rules out the paper's +4 points
+    null = verdict(_c7_runs(lambda a, s: wobble[s]))
+    assert null.verdict == "disagree" and "paper's effect +4" in null.evidence
+    # a significant loss
+    assert verdict(_c7_runs(lambda a, s: -0.05 + wobble[s])).verdict == "disagree"
+    # noisy differences whose interval holds both 0 and the paper's gain
+    noisy = verdict(_c7_runs(lambda a, s: (0.12, -0.08, 0.1, -0.06)[s]))
+    assert noisy.verdict == "inconclusive"
+    # too few units, and the note and the context rho are reported
+    few = _c7_runs(lambda a, s: 0.05, algos=("grpo",), seeds=1, sweep_seeds=1)
+    assert verdict(few).verdict == "inconclusive"
+    table = analysis.sweep_table(_c7_runs(lambda a, s: 0.05 + wobble[s]).query("study != 'main'"),
+                                 {"ent": "entropy coef", "toppsweep": "top-p"})
+    ctx = verdict(_c7_runs(lambda a, s: 0.05 + wobble[s]), sweeps=table, paper_rho=-0.3, note="changed after run 1")
+    assert "Spearman of swept value" in ctx.evidence and "bar for top-p: rho -0.30" in ctx.evidence
+    assert ctx.evidence.endswith("; changed after run 1")
+
+
+def test_sweep_table_borrows_base_points():
     def run(rid, study, seed, success, mi, ent=0.001, kl=0.0, value=1.0, zero=True):
         return {"run_id": rid, "study": study, "env": "frozenlake", "algo": "grpo", "seed": seed, "trainer.steps": 30,
                 "trainer.entropy_coef": ent, "trainer.entropy_scope": "all", "trainer.kl_coef": kl,
@@ -203,10 +267,68 @@ def test_slip_runs_borrow_the_main_cells_with_equal_settings(tmp_path):
     assert table.to_dict() == {(0.02, "none"): 0.5, (0.02, "top_p"): 0.6, (0.2, "none"): 0.3, (0.2, "top_p"): 0.4}
 
 
-def test_quartile_differences_are_top_minus_bottom_per_run_and_phase():
+def test_quartile_differences_are_top_minus_bottom_per_run_at_the_end():
     rows = [{"run_id": r, "phase": "end", "quartile": q, "success": q / 10 + (r == "b") * 0.1, "mi": 0.0, "rv": 0.0}
             for r in ("a", "b") for q in (1, 2, 3, 4)]
-    diffs = analysis.quartile_differences(pd.DataFrame(rows), "success")
-    assert diffs.round(6).tolist() == [0.3, 0.3]
+    start = [{**row, "run_id": "warm start", "phase": "start", "success": 0.9 * (row["quartile"] == 4)}
+             for row in rows if row["run_id"] == "a"]
+    diffs = analysis.quartile_differences(pd.DataFrame(rows + start), "success")
+    assert diffs.index.tolist() == ["a", "b"] and diffs.round(6).tolist() == [0.3, 0.3]  # the start is not a unit
+    assert analysis.quartile_differences(pd.DataFrame(rows + start), "success", phase="start").round(6).tolist() == [0.9]
     with pytest.raises(ValueError, match="quartiles 1 and 4"):
         analysis.quartile_differences(pd.DataFrame(rows).query("quartile < 4"), "success")
+
+
+def _prompt_rows(run_id, phase, shift, *, prompts=8, slope=0.1):
+    """A prompt table of one policy: success and MI rise with the prompt's RV by ``slope`` per prompt + ``shift``."""
+    return [{"run_id": run_id, "phase": phase, "prompt": p, "rollout": k, "rv": p / 10,
+             "success": min(1.0, max(0.0, 0.3 + slope * (p - 3.5) + shift)), "mi": 0.5 + slope * (p - 3.5) + shift}
+            for p in range(prompts) for k in range(2)]
+
+
+def test_c3_does_not_count_a_start_table_repeated_across_runs():
+    # four final checkpoints without a consistent RV gradient of success or MI (Q4 - Q1 = noise around 0) ...
+    slopes = {"a": 0.02, "b": -0.01, "c": 0.0, "d": 0.01}
+    ends = [_prompt_rows(r, "end", 0.0, slope=s) for r, s in slopes.items()]
+    # ... and the warm start, a steep gradient, copied into every run as the first CPU run's design did
+    copies = [_prompt_rows(r, "start", 0.0, slope=0.1) for r in slopes]
+    table = analysis.rv_quartile_table(pd.DataFrame([row for part in ends + copies for row in part]))
+    claim = analysis.quartile_claim("C3", table)
+    assert claim.verdict == "inconclusive"
+    assert "n=4 runs (final checkpoints; the warm start is context only)" in claim.evidence
+    # the (run, phase) design counted 8 pairs, 4 of them one policy, and found a "significant" effect
+    old = table.pivot_table(index=["run_id", "phase"], columns="quartile", values="success")
+    assert len(old) == 8 and old.xs("start", level="phase").round(12).drop_duplicates().shape[0] == 1
+    assert paired_test(old[4].to_numpy(), old[1].to_numpy()).t_p < 0.05
+    # the same start table once, as prompt_tables computes it: still 3 units, same verdict
+    once = analysis.rv_quartile_table(pd.DataFrame([row for part in ends for row in part]
+                                                   + _prompt_rows("warm start", "start", 0.0, slope=0.1)))
+    assert analysis.quartile_claim("C3", once).evidence == claim.evidence
+    # identical final tables (one policy under two names) count once, and the evidence says so
+    twin = analysis.rv_quartile_table(pd.DataFrame([row for part in ends for row in part]
+                                                   + [{**row, "run_id": "a2"} for row in ends[0]]))
+    assert "n=4 runs (final checkpoints; the warm start is context only; 1 repeated table(s) counted once)" in \
+        analysis.quartile_claim("C3", twin).evidence
+
+
+def test_prompt_tables_roll_the_warm_start_out_once_per_distinct_warm_start(tmp_path, monkeypatch):
+    calls = []
+
+    def fake(run_dir, *, phase="end", **kwargs):
+        calls.append((run_dir.name, phase))
+        return pd.DataFrame({"prompt": [0], "reward": [1.0], "phase": [phase], "run_id": [run_dir.name]})
+
+    monkeypatch.setattr(analysis, "prompt_level_table", fake)
+    shared = {"env": {"name": "frozenlake"}, "policy": {"hidden_size": 8}, "warm_start": {"steps": 10}, "rollout": {}}
+    configs = {"r1": shared, "r2": {**shared, "trainer": {"algo": "ppo"}}, "r3": shared,
+               "s1": {**shared, "env": {"name": "sokoban"}}}
+    for rid, cfg in configs.items():
+        (tmp_path / rid).mkdir()
+        (tmp_path / rid / "config.json").write_text(json.dumps(cfg))
+    table = analysis.prompt_tables(tmp_path, ["r1", "r2", "r3"], phases=("start", "end"))
+    assert calls == [("r1", "start"), ("r1", "end"), ("r2", "end"), ("r3", "end")]
+    assert table.query("phase == 'start'")["run_id"].tolist() == ["warm start"]
+    calls.clear()
+    table = analysis.prompt_tables(tmp_path, ["r1", "s1", "r2"], phases=("start", "end"))
+    assert calls.count(("r1", "start")) == 1 and calls.count(("s1", "start")) == 1 and ("r2", "start") not in calls
+    assert sorted(table.query("phase == 'start'")["run_id"]) == ["warm start 1 (frozenlake)", "warm start 2 (sokoban)"]

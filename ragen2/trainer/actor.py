@@ -22,6 +22,7 @@ from torch import nn
 
 from ragen2.trainer.batch import UpdateBatch, chunks
 from ragen2.trainer.losses import agg_denominator, aggregate, kl_penalty, logprobs_and_entropy, policy_loss
+from ragen2.trainer.prefix import first_trained_column, shared_prefix_forward
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,8 @@ class LossSettings:
     """Logits are divided by it (the rollout temperature), as the sampler did."""
     task_scale: float = 1.0
     """Multiplier of the policy-gradient term (filter loss scaling)."""
+    share_prefix: bool = True
+    """Run each distinct prompt once per micro-batch (:func:`forward_logprobs`); off only to benchmark it."""
 
 
 @functools.cache
@@ -50,17 +53,27 @@ def _accepts_logits_to_keep(model_type: type) -> bool:
 
 
 def forward_logprobs(model: nn.Module, batch: UpdateBatch, temperature: float = 1.0,
-                     with_entropy: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+                     with_entropy: bool = True, share_prefix: bool = True,
+                     ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs (and entropies) of the shifted tokens of ``batch`` under ``model``, with gradient.
 
     Columns before the batch's first trained token (``loss_mask``) are 0: the model's head and the
     log-softmax run only from there on (``logits_to_keep``), which skips the shared prompt of
-    single-turn rows. Models whose ``forward`` has no ``logits_to_keep`` get every column.
+    single-turn rows. With ``share_prefix`` the untrained columns every row has (the prompt up to the
+    first trained token) run once per distinct prompt instead of once per row
+    (:func:`ragen2.trainer.prefix.shared_prefix_forward`): a group's rollouts share their prompt, so
+    this removes most of the prompt's compute. Models whose ``forward`` has no ``logits_to_keep`` get
+    every column.
     """
-    trained = torch.nonzero(batch.loss_mask.any(dim=0)).flatten()
-    start = int(trained[0]) if len(trained) and _accepts_logits_to_keep(type(model)) else 0
-    kwargs = {"logits_to_keep": batch.input_ids.shape[1] - start} if start > 0 else {}
-    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, **kwargs).logits[:, :-1]
+    start = first_trained_column(batch.loss_mask) if _accepts_logits_to_keep(type(model)) else 0
+    split = (shared_prefix_forward(model, batch.input_ids, batch.attention_mask, start, {"logits_to_keep": 1})
+             if share_prefix and start > 0 else None)
+    if split is not None:
+        logits = split.suffix.logits
+    else:
+        kwargs = {"logits_to_keep": batch.input_ids.shape[1] - start} if start > 0 else {}
+        logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, **kwargs).logits
+    logits = logits[:, :-1]
     if temperature != 1.0:
         logits = logits / temperature
     logp, entropy = logprobs_and_entropy(logits, batch.targets[:, start:], with_entropy=with_entropy)
@@ -72,13 +85,13 @@ def forward_logprobs(model: nn.Module, batch: UpdateBatch, temperature: float = 
 
 @torch.no_grad()
 def compute_logprobs(model: nn.Module, batch: UpdateBatch, micro_batch_size: int, temperature: float = 1.0,
-                     ) -> tuple[torch.Tensor, torch.Tensor]:
+                     share_prefix: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """``(logp, entropy)``, both ``[B, L-1]``, without gradient, ``micro_batch_size`` rows at a time."""
     logp = torch.zeros_like(batch.loss_mask)
     entropy = torch.zeros_like(batch.loss_mask)
     for rows in chunks(len(batch), micro_batch_size):
         mb = batch.select(rows)
-        lp, ent = forward_logprobs(model, mb, temperature)
+        lp, ent = forward_logprobs(model, mb, temperature, share_prefix=share_prefix)
         width = lp.shape[1]
         logp[rows.start:rows.stop, :width] = lp
         entropy[rows.start:rows.stop, :width] = ent
@@ -112,7 +125,7 @@ def actor_terms(model: nn.Module, mb: UpdateBatch, s: LossSettings, denoms: dict
         aggregated entropy and KL and the policy-loss statistics.
     """
     want_entropy = "entropy" in components and s.entropy_coef != 0
-    logp, entropy = forward_logprobs(model, mb, s.temperature, with_entropy=True)
+    logp, entropy = forward_logprobs(model, mb, s.temperature, with_entropy=True, share_prefix=s.share_prefix)
     terms: dict[str, torch.Tensor] = {}
     stats: dict[str, float] = {}
     if "task" in components:
@@ -159,7 +172,9 @@ def update_actor(model: nn.Module, optimizer: torch.optim.Optimizer, batch: Upda
     for _ in range(epochs):
         order = rng.permutation(len(batch))
         for mini_rows in chunks(len(batch), mini_batch_size):
-            mini = batch.select(order[mini_rows.start:mini_rows.stop])
+            # rows in batch order inside a mini-batch: a micro-batch then holds few prompt groups, so
+            # forward_logprobs runs few distinct prompts (the sum over micro-batches is order-free)
+            mini = batch.select(np.sort(order[mini_rows.start:mini_rows.stop]))
             denoms = term_denominators(mini, s)
             optimizer.zero_grad(set_to_none=True)
             acc = dict.fromkeys(keys, 0.0)

@@ -45,8 +45,11 @@ def set_rng_state(state: dict[str, Any], shuffle_rng: np.random.Generator) -> No
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def save_checkpoint(run_dir: Path, step: int, state: dict[str, Any]) -> Path:
-    """Write ``state`` as the checkpoint of ``step`` and point ``latest.json`` at it."""
+def save_checkpoint(run_dir: Path, step: int, state: dict[str, Any], keep_every: int = 0) -> Path:
+    """Write ``state`` as the checkpoint of ``step`` and point ``latest.json`` at it.
+
+    Older checkpoints are removed, except those of steps > 0 that are multiples of ``keep_every`` (> 0).
+    """
     ckpt_dir = Path(run_dir) / "checkpoints"
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     name = f"step_{step:06d}.pt"
@@ -58,9 +61,20 @@ def save_checkpoint(run_dir: Path, step: int, state: dict[str, Any]) -> Path:
     os.replace(tmp, ckpt_dir / name)
     atomic_write_json(ckpt_dir / "latest.json", {"step": step, "file": name})
     for old in ckpt_dir.glob("step_*.pt"):
-        if old.name != name:
+        kept = keep_every > 0 and _step_of(old) > 0 and _step_of(old) % keep_every == 0
+        if old.name != name and not kept:
             old.unlink(missing_ok=True)
     return ckpt_dir / name
+
+
+def _step_of(path: Path) -> int:
+    return int(path.stem.removeprefix("step_"))
+
+
+def kept_checkpoints(run_dir: Path) -> dict[int, Path]:
+    """Step -> checkpoint file of every checkpoint on disk (the latest and those ``keep_every`` kept)."""
+    ckpt_dir = Path(run_dir) / "checkpoints"
+    return dict(sorted((_step_of(p), p) for p in ckpt_dir.glob("step_*.pt"))) if ckpt_dir.is_dir() else {}
 
 
 def latest_checkpoint(run_dir: Path) -> Path | None:

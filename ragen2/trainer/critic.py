@@ -14,6 +14,7 @@ from torch import nn
 
 from ragen2.trainer.batch import UpdateBatch, chunks
 from ragen2.trainer.losses import agg_denominator, value_loss
+from ragen2.trainer.prefix import first_trained_column, shared_prefix_forward
 
 
 class ValueModel(nn.Module):
@@ -27,28 +28,38 @@ class ValueModel(nn.Module):
         nn.init.zeros_(self.head.weight)
         nn.init.zeros_(self.head.bias)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, shared_prefix: int = 0) -> torch.Tensor:
+        """``[B, L-1]`` values; ``shared_prefix > 0`` runs columns ``[0, shared_prefix)`` once per distinct
+        prefix (:func:`ragen2.trainer.prefix.shared_prefix_forward`; same values, less compute)."""
+        split = shared_prefix_forward(self.backbone, input_ids, attention_mask, shared_prefix) if shared_prefix else None
+        if split is None:
+            hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        else:
+            hidden = torch.cat([split.prefix.last_hidden_state[split.rows], split.suffix.last_hidden_state], dim=1)
         return self.head(hidden[:, :-1].to(self.head.weight.dtype)).squeeze(-1)
 
 
 @torch.no_grad()
-def compute_values(critic: ValueModel, batch: UpdateBatch, micro_batch_size: int) -> torch.Tensor:
+def compute_values(critic: ValueModel, batch: UpdateBatch, micro_batch_size: int, share_prefix: bool = True
+                   ) -> torch.Tensor:
     """``[B, L-1]`` values of every row (no gradient), computed ``micro_batch_size`` rows at a time."""
     out = torch.zeros_like(batch.loss_mask)
     for rows in chunks(len(batch), micro_batch_size):
         mb = batch.select(rows)
-        out[rows.start:rows.stop, : mb.loss_mask.shape[1]] = critic(mb.input_ids, mb.attention_mask).float()
+        values = critic(mb.input_ids, mb.attention_mask,
+                        shared_prefix=first_trained_column(mb.loss_mask) if share_prefix else 0)
+        out[rows.start:rows.stop, : mb.loss_mask.shape[1]] = values.float()
     return out
 
 
 def update_critic(critic: ValueModel, optimizer: torch.optim.Optimizer, batch: UpdateBatch, *,
                   mini_batch_size: int, micro_batch_size: int, epochs: int, grad_clip: float,
-                  rng: np.random.Generator, value_clip: float = 0.5) -> dict[str, float]:
+                  rng: np.random.Generator, value_clip: float = 0.5, share_prefix: bool = True) -> dict[str, float]:
     """Clipped value regression onto ``batch.returns`` over the task mask (kept rows only).
 
     Rows are shuffled with ``rng`` and split into mini-batches (one optimiser step each), each
     accumulated over micro-batches; the loss is a token mean over the whole mini-batch.
+    ``share_prefix`` runs each distinct prompt once per micro-batch (off only to benchmark it).
 
     Returns:
         ``critic/vf_loss``, ``critic/vf_clipfrac``, ``critic/grad_norm``, ``critic/values_mean`` (means
@@ -61,7 +72,7 @@ def update_critic(critic: ValueModel, optimizer: torch.optim.Optimizer, batch: U
     for _ in range(epochs):
         order = rng.permutation(len(batch))
         for mini_rows in chunks(len(batch), mini_batch_size):
-            mini = batch.select(order[mini_rows.start:mini_rows.stop])
+            mini = batch.select(np.sort(order[mini_rows.start:mini_rows.stop]))  # few prompt groups per micro-batch
             denom = agg_denominator(mini.task_mask, "token-mean")
             if denom == 0:
                 continue
@@ -69,7 +80,8 @@ def update_critic(critic: ValueModel, optimizer: torch.optim.Optimizer, batch: U
             loss_total, clip_total = 0.0, 0.0
             for rows in chunks(len(mini), micro_batch_size):
                 mb = mini.select(rows)
-                values = critic(mb.input_ids, mb.attention_mask)
+                values = critic(mb.input_ids, mb.attention_mask,
+                                shared_prefix=first_trained_column(mb.loss_mask) if share_prefix else 0)
                 loss, stats = value_loss(values, mb.values, mb.returns, mb.task_mask, "token-mean",
                                          value_clip, denom=denom)
                 loss.backward()

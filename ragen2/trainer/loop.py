@@ -175,7 +175,7 @@ def train(cfg: RunConfig, run_dir: Path, *, resume: bool = True, cache_dir: Path
             "critic": critic.state_dict() if critic is not None else None,
             "critic_opt": critic_opt.state_dict() if critic_opt is not None else None,
             "early_stop": stopper.state_dict(), "monitors": monitors, "history": logger.history,
-            "timings": timings, "rng": rng_state(shuffle_rng)})
+            "timings": timings, "rng": rng_state(shuffle_rng)}, keep_every=tc.keep_every)
 
     # validation before training (step 0)
     if start_step == 1 and last_logged < 0:
@@ -309,6 +309,7 @@ def validate_config(cfg: RunConfig) -> None:
         ("trainer.mini_batch_size", tc.mini_batch_size, tc.mini_batch_size >= 1),
         ("trainer.micro_batch_size", tc.micro_batch_size, tc.micro_batch_size >= 1),
         ("trainer.ppo_epochs", tc.ppo_epochs, tc.ppo_epochs >= 1),
+        ("trainer.keep_every", tc.keep_every, tc.keep_every >= 0),
         ("trainer.entropy_scope", tc.entropy_scope, tc.entropy_scope in ("all", "reasoning")),
         ("trainer.kl_type", tc.kl_type, tc.kl_type in ("k1", "k2", "k3")),
         ("trainer.dual_clip", tc.dual_clip, tc.dual_clip == 0 or tc.dual_clip > 1),

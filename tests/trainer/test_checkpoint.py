@@ -6,6 +6,7 @@ import numpy as np
 import torch
 
 from ragen2.trainer.checkpoint import (
+    kept_checkpoints,
     latest_checkpoint,
     load_checkpoint,
     rng_state,
@@ -30,3 +31,11 @@ def test_rng_round_trip():
     first = (random.random(), np.random.rand(), torch.rand(1).item(), gen.random())
     set_rng_state(state, gen)
     assert (random.random(), np.random.rand(), torch.rand(1).item(), gen.random()) == first
+
+
+def test_keep_every_keeps_multiples_besides_the_latest(tmp_path):
+    for step in range(1, 8):
+        save_checkpoint(tmp_path, step, {"step": step}, keep_every=3)
+    assert sorted(kept_checkpoints(tmp_path)) == [3, 6, 7]
+    assert latest_checkpoint(tmp_path).name == "step_000007.pt"
+    assert kept_checkpoints(tmp_path / "nowhere") == {}

@@ -182,3 +182,19 @@ def test_collapse_metrics_are_logged_every_compute_freq_steps(tmp_path, cache_di
             for key in ("mi_estimate", "mi_zscore", "retrieval_accuracy", "conditional_entropy_est"):
                 assert math.isfinite(rows[step][f"{family}/{key}"]), (step, family, key)
     assert all("actor/entropy" in rows[s] for s in range(1, 6))
+
+
+def test_keep_every_leaves_the_mid_run_checkpoints_on_disk(tmp_path, cache_dir):
+    from ragen2.trainer.checkpoint import kept_checkpoints
+
+    cfg = _cfg("trainer.algo=grpo", "trainer.steps=3", "trainer.keep_every=2", "collapse.enabled=false")
+    train(cfg, tmp_path / "run", cache_dir=cache_dir, progress=False)
+    kept = kept_checkpoints(tmp_path / "run")
+    assert sorted(kept) == [2, 3]
+    assert load_checkpoint(kept[2])["step"] == 2
+    assert latest_checkpoint(tmp_path / "run") == kept[3]
+
+
+def test_negative_keep_every_is_named(tmp_path, cache_dir):
+    with pytest.raises(ValueError, match="trainer.keep_every"):
+        train(_cfg("trainer.keep_every=-1"), tmp_path / "run", cache_dir=cache_dir, progress=False)
