@@ -40,7 +40,8 @@ test-slow: setup
 	$(PY) -m pytest -m "slow and not gpu" -q
 
 # DVC 3.67 has no `dvc repro -j`: build the warm starts, train the stale runs WORKERS at a time (one torch
-# thread each), record them in dvc.lock with `dvc commit`, then `dvc repro` runs the notebooks and claims.
+# thread each), record them in dvc.lock (`python -m ragen2 commit-runs`: `dvc commit -f` with one write of the
+# lock file; DVC rewrites it once per stage), then `dvc repro` runs the notebooks and claims.
 # An interrupted run resumes from its checkpoint; a second `make repro` finds nothing to do.
 WORKERS ?= 2
 repro: export PATH := $(abspath $(VENV))/bin:$(PATH)
@@ -48,7 +49,7 @@ repro: setup
 	dvc repro warmstart
 	stale="$$($(PY) -m ragen2 stale-runs)" && if [ -n "$$stale" ]; then \
 	  echo "$$stale" | xargs -P $(WORKERS) -I{} $(PY) -m ragen2 train {} --cache-dir data/cache --threads 1 >/dev/null && \
-	  echo "$$stale" | sed 's/^/train@/' | xargs dvc commit -f -q; fi
+	  echo "$$stale" | xargs $(PY) -m ragen2 commit-runs; fi
 	dvc repro
 
 # params.yaml is generated: edit ragen2/profiles.py, then `make params` (tests check there is no drift).

@@ -14,7 +14,9 @@ Commands:
   warm start a run starts from; ``--expect`` checks it lands at that path (the DVC out).
 - ``claims [--dir paper_figures]``: merge ``claims_<section>.csv`` into ``claims.csv``.
 - ``stale-runs``: print the run ids whose DVC ``train`` stage is not up to date (``dvc status``), one per
-  line; ``make repro`` trains those two at a time and records them with ``dvc commit``.
+  line; ``make repro`` trains those two at a time and records them with ``commit-runs``.
+- ``commit-runs RUN_ID ...``: record trained runs' ``train`` stages in ``dvc.lock`` (``dvc commit --force``
+  with one write of the lock file; :mod:`ragen2.dvcstages`).
 
 More subcommands (audit, data) register the same way: a ``_add_<name>(subparsers)`` function that
 sets ``func`` on its parser.
@@ -219,11 +221,25 @@ def _add_stale_runs(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_stale_runs)
 
 
+def _cmd_commit_runs(args: argparse.Namespace) -> int:
+    from ragen2.dvcstages import commit_stages
+
+    done = commit_stages([f"train@{rid}" for rid in args.run_ids])
+    print(f"recorded {len(done)} train stage(s) in dvc.lock")
+    return 0
+
+
+def _add_commit_runs(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("commit-runs", help="record trained runs in dvc.lock (dvc commit -f, one lock write)")
+    p.add_argument("run_ids", nargs="+", help="run ids of params.yaml whose train stage to record")
+    p.set_defaults(func=_cmd_commit_runs)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ragen2", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (_add_train, _add_grad_analysis, _add_audit, _add_profile, _add_warmstart, _add_claims,
-                _add_stale_runs):
+                _add_stale_runs, _add_commit_runs):
         add(sub)
     return parser
 

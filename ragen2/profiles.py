@@ -11,8 +11,8 @@ without dots (``0.02`` -> ``0p02``) because DVC splits parameter paths on dots. 
 ``none``, ``topp0p9``, ``topk0p25``...; ``<study>`` names the study a run belongs to
 (:data:`STUDIES`), and :func:`ragen2.analysis.parse_run_id` reads it back.
 
-**The CPU default profile** (``cpu``; designed from ``cpu-scale-probe.md`` and sized to about 60 minutes on
-2 cores at the measured cost, :data:`S_PER_STEP`):
+**The CPU default profile** (``cpu``; designed from ``cpu-scale-probe.md`` and aimed at 60 minutes on
+2 cores at the measured cost, :data:`S_PER_STEP`; measured 69 after setup, see the README):
 
 - Policy: the tiny local Llama (0.4M parameters), warm-started by SFT on 4000 expert episodes of which 30 %
   carry a template reasoning (``warm_start.template_fraction``): 600 steps give greedy success 0.69 on
@@ -87,28 +87,26 @@ INITIAL_POLICY_DIR = WARM_START_DIR
 and dvc.yaml is the same for every profile (``initial_policy_path`` never writes there when steps is 0)."""
 
 S_PER_STEP: dict[str, float | dict[str, float]] = {
-    "frozenlake": {"ppo": 2.9, "grpo": 1.5, "dapo": 1.47, "dr_grpo": 1.54},
+    "frozenlake": {"ppo": 2.95, "grpo": 2.13, "dapo": 2.05, "dr_grpo": 2.0},
 }
-"""Measured seconds per RL step (rollout + update + amortised diagnostics and validation) with the CPU
-profile's settings (FrozenLake, single turn, 8 x 8 rollouts of <= 64 tokens, MI every 10 steps,
-validation on 64 seeds every 10 steps, gradient decomposition at steps 1 and 16 in PPO/GRPO), per
-algorithm: the means over the 74 runs of the CPU pipeline on 2026-11-29 13:01-13:56 UTC (PPO 3.8, GRPO 2.15,
-DAPO 2.1, Dr. GRPO 2.2; two training processes with one torch thread each on this 2-core machine while the
-engineers' tests also ran at times; that training took 55 minutes of wall time), scaled by the speed-up of
-the shared-prompt forward (:mod:`ragen2.trainer.prefix`) measured on 8-step runs of the same settings, one
-thread: GRPO 2.95 -> 2.06 s per step (x 0.70), PPO 3.55 -> 2.69 (x 0.76). PPO's critic makes it the dearest;
-the GRPO mean includes the slip-100 % Top-p runs, whose updates are all empty. Per env, either
-one number or a number per algorithm. Sokoban was not measured (it is not in the CPU grid)."""
-S_PER_RUN = 15.0
-"""Fixed cost per run: process start and imports (~5 s), policy load, step-0 validation, final checkpoint
-(8-10 s measured inside the run)."""
+"""Measured seconds per RL step with the CPU profile's settings (FrozenLake, single turn, 8 x 8 rollouts of
+<= 64 tokens, MI every 10 steps, validation on 64 seeds every 10 steps, gradient decomposition at steps 1
+and 16 in PPO/GRPO), per algorithm: each run's ``timings_s.total_elapsed`` (which includes its step-0
+validation and checkpoints) over its steps, averaged over the 82 runs of the fresh-clone ``make repro`` of
+2026-11-29 16:06-16:59 UTC (two training processes, one torch thread each, nothing else running), with the
+shared-prompt forward (:mod:`ragen2.trainer.prefix`). PPO's critic makes it the dearest; the GRPO mean
+includes the slip-100 % Top-p runs, whose updates are all empty. Per env, either one number or a number per
+algorithm. Sokoban was not measured (it is not in the CPU grid)."""
+S_PER_RUN = 7.0
+"""Fixed cost per run outside its own timer (process start, imports): the 82 runs took 52.6 minutes on two
+workers, 7.0 s per run more than the sum of their ``total_elapsed``."""
 S_PER_WARM_START_STEP = 0.43
 """Measured: the CPU warm start (600 SFT steps of 32 single-turn FrozenLake episodes) took 237 s of SFT plus
 about 20 s of corpus building and greedy evaluation, one torch thread."""
-S_PER_NOTEBOOK = 50.0
+S_PER_NOTEBOOK = 68.0
 """Seconds per executed notebook (kernel start, imports, the prompt-level rollouts of notebooks 04/07): the
-CPU profile's eight notebooks and the claims stage took 6.5 minutes in all (notebook 04: 2.4 min) with
-one test running beside them, and 19.8 minutes beside two training runs."""
+data stage, the eight notebooks and the claims stage took 9.1 minutes in the fresh-clone run (notebook 04 and
+its 17 prompt tables: 4.8 min)."""
 WORKERS = 2
 """Parallel training processes (one per core)."""
 

@@ -13,7 +13,7 @@ import pytest
 from ragen2.bench import BENCHMARKS, Comparison, Sample, interleave, machine_info
 from ragen2.bench.__main__ import main
 from ragen2.bench.baseline import generate_loop
-from ragen2.bench.cases import Shape, bench_rollout, make_context
+from ragen2.bench.cases import Shape, bench_rollout, bench_update_shared_prefix, make_context
 from ragen2.bench.steps import with_response_reasoning
 from ragen2.config import EnvConfig, RolloutConfig
 
@@ -106,6 +106,14 @@ def test_bench_rollout_counts_tokens_on_both_sides(ctx):
     summary = comp.summary()
     assert 0 < summary["baseline_work"][0] <= 8 and 0 < summary["candidate_work"][0] <= 8
     assert summary["median"] > 0
+
+
+def test_shared_prefix_update_bench_compares_equal_forwards(ctx):
+    comp = bench_update_shared_prefix(ctx, Shape(2, 3, 1, 6), reps=1, warmup=0)
+    summary = comp.summary()
+    assert summary["median"] > 0 and summary["baseline_s"] > 0 and summary["candidate_s"] > 0
+    assert summary["max_abs_diff"] < 1e-4  # the two forwards give the same log-probs
+    assert summary["rows"] == 6 and summary["prompt_tokens_mean"] > 0
 
 
 def test_with_response_reasoning_fills_every_turn(ctx):

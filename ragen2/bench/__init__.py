@@ -14,7 +14,10 @@ repetitions alternate so that machine noise hits both):
   training step of the CPU default config (PPO);
 - ``update_time_ratio_at_half_keep``: update-phase seconds when the filter keeps half the groups
   over keeping all of them, same batch;
-- ``scoring_speedup_vs_naive``: seconds of ``naive_cross_logprobs`` over ``cross_logprobs``.
+- ``scoring_speedup_vs_naive``: seconds of ``naive_cross_logprobs`` over ``cross_logprobs``;
+- ``update_speedup_shared_prefix``: seconds of the critic + actor updates with every row's prompt run
+  per row over those with each distinct prompt run once per micro-batch
+  (:mod:`ragen2.trainer.prefix`), same batch, CPU default trainer (PPO) at the CPU profile's shape.
 
 With ``--json`` the last line of output is one JSON object: every figure under its name, and
 ``details`` (per figure: ``median``, ``min``, ``max``, ``baseline_s``, ``candidate_s``, the runs and
@@ -34,6 +37,7 @@ from ragen2.bench.cases import (
     bench_rollout,
     bench_scoring,
     bench_update_half_keep,
+    bench_update_shared_prefix,
     make_context,
     run_benchmarks,
 )
@@ -41,4 +45,5 @@ from ragen2.bench.timing import Comparison, Sample, interleave, machine_info
 
 __all__ = ["BENCHMARKS", "FULL", "QUICK", "TARGETS", "BenchSizes", "Comparison", "Sample", "Shape",
            "bench_grpo_step", "bench_mi_fraction", "bench_rollout", "bench_scoring", "bench_update_half_keep",
+           "bench_update_shared_prefix",
            "interleave", "machine_info", "make_context", "run_benchmarks"]

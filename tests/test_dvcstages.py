@@ -1,0 +1,54 @@
+"""commit_stages records stages run outside `dvc repro` as `dvc commit -f` does, in one lock write."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ragen2.dvcstages import commit_stages
+
+DVC = [sys.executable, "-m", "dvc"]
+
+
+def dvc(root: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*DVC, *args], cwd=root, capture_output=True, text=True, check=True)
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch):
+    root = tmp_path / "repo"
+    root.mkdir()
+    monkeypatch.chdir(root)  # targets resolve from the current directory, as with `dvc commit`
+    dvc(root, "init", "--no-scm", "-q")
+    (root / "params.yaml").write_text(yaml.safe_dump({"runs": {"a": {"x": 1}, "b": {"x": 2}, "c": {"x": 3}}}))
+    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"train": {"foreach": "${runs}", "do": {
+        "cmd": "mkdir -p out/${key} && echo ${item.x} > out/${key}/v.txt",
+        "params": ["runs.${key}"], "outs": ["out/${key}"]}}}}))
+    return root
+
+
+def test_runs_trained_outside_dvc_are_recorded_and_then_up_to_date(repo):
+    for key, x in (("a", 1), ("b", 2)):  # what `make repro`'s workers do: run the stage's command themselves
+        (repo / "out" / key).mkdir(parents=True)
+        (repo / "out" / key / "v.txt").write_text(f"{x}\n")
+    done = commit_stages(["train@a", "train@b"], root=repo)
+    assert done == ["train@a", "train@b"]
+    lock = yaml.safe_load((repo / "dvc.lock").read_text())
+    assert set(lock["stages"]) == {"train@a", "train@b"}
+    assert lock["stages"]["train@b"]["params"]["params.yaml"]["runs.b"] == {"x": 2}
+    status = dvc(repo, "status", "train@a", "train@b").stdout
+    assert "up to date" in status
+    assert "train@c" in dvc(repo, "status").stdout  # untouched stages stay stale
+    # the outputs are in the cache: a removed output comes back with `dvc checkout`
+    (repo / "out" / "a" / "v.txt").unlink()
+    dvc(repo, "checkout", "train@a", "-q")
+    assert (repo / "out" / "a" / "v.txt").read_text() == "1\n"
+
+
+def test_unknown_or_no_targets_are_errors(repo):
+    with pytest.raises(ValueError, match="no stages"):
+        commit_stages([], root=repo)
+    with pytest.raises(ValueError, match="nope"):
+        commit_stages(["train@nope"], root=repo)
