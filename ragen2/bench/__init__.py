@@ -17,7 +17,7 @@ repetitions alternate so that machine noise hits both):
 - ``scoring_speedup_vs_naive``: seconds of ``naive_cross_logprobs`` over ``cross_logprobs``;
 - ``update_speedup_shared_prefix``: seconds of the critic + actor updates with every row's prompt run
   per row over those with each distinct prompt run once per micro-batch
-  (:mod:`ragen2.trainer.prefix`), same batch, CPU default trainer (PPO) at the CPU profile's shape.
+  (:mod:`ragen2.trainer.prefix`), same batch, the CPU profile's PPO trainer and rollout shape.
 
 With ``--json`` the last line of output is one JSON object: every figure under its name, and
 ``details`` (per figure: ``median``, ``min``, ``max``, ``baseline_s``, ``candidate_s``, the runs and

@@ -67,8 +67,9 @@ class BenchSizes:
     mi_warmup: int
     update_variants: bool
     """Also time the half-keep update with ``filter.regularize_kept_only=True`` (reported in details)."""
-    prefix: Shape = Shape(8, 8, 1, 64)
-    """The shared-prompt update benchmark: the CPU profile's rollout shape (single turn, 8 x 8, 64 tokens)."""
+    prefix: Shape = Shape(8, 8, 1, 26)
+    """The shared-prompt update benchmark: the CPU profile's rollout shape (single turn, 8 x 8) with responses
+    of 26 tokens, the mean response length of its runs (the random policy always writes ``max_new_tokens``)."""
 
 
 QUICK = BenchSizes(
@@ -362,7 +363,7 @@ def bench_scoring(ctx: BenchContext, num_prompts: int, num_reasonings: int, reas
 def bench_update_shared_prefix(ctx: BenchContext, shape: Shape, *, reps: int, warmup: int) -> Comparison:
     """Seconds of the critic + actor updates with the plain forward over those with the shared-prompt forward.
 
-    One rollout batch of the CPU default trainer (PPO, critic, mini-batch 32, micro-batch 8), every group
+    One rollout batch of the CPU profile's trainer (PPO, critic, mini-batch 32, micro-batch 16), every group
     kept, prepared once; both variants update from the same state in turn (each repetition moves the
     models, as a training step does). ``max_abs_diff`` in the details is the largest difference of the
     log-probs the two forwards give on the first micro-batch (they must agree).
@@ -371,7 +372,7 @@ def bench_update_shared_prefix(ctx: BenchContext, shape: Shape, *, reps: int, wa
     from ragen2.trainer.critic import update_critic
     from ragen2.trainer.pipeline import loss_settings, mini_batch_rows, prepare_update_batch
 
-    cfg = run_config(shape)
+    cfg = run_config(shape, micro_batch_size=16)
     stepper = Ragen2Stepper(cfg, ctx.policy_path)
     rollout = stepper.rollout(1)
     batch, _ = prepare_update_batch(stepper.models, rollout, list(range(rollout.env_groups)), cfg, stepper.preset)
@@ -401,7 +402,7 @@ def bench_update_shared_prefix(ctx: BenchContext, shape: Shape, *, reps: int, wa
     comparison.extra.update(
         shape=shape_dict(shape), algo=tc.algo, rows=len(batch), micro_batch_size=micro,
         prompt_tokens_mean=float(np.mean(prompt_tokens)), row_tokens_mean=float(batch.attention_mask.sum(1).float().mean()),
-        max_abs_diff=float((plain - shared).abs().max()),
+        max_abs_diff=float((plain - shared).abs().max().detach()),
         baseline_name="update_critic + update_actor, every row's prompt run per row",
         candidate_name="update_critic + update_actor, each distinct prompt run once per micro-batch (ragen2.trainer.prefix)")
     return comparison
