@@ -40,8 +40,8 @@ test-slow: setup
 	$(PY) -m pytest -m "slow and not gpu" -q
 
 # DVC 3.67 has no `dvc repro -j`: build the warm starts, train the stale runs WORKERS at a time (one torch
-# thread each), record them in dvc.lock (`python -m ragen2 commit-runs`: `dvc commit -f` with one write of the
-# lock file; DVC rewrites it once per stage), then `dvc repro` runs the notebooks and claims.
+# thread each), record them in dvc.lock (`python -m ragen2 commit-runs`: `dvc commit -f` reading dvc.yaml and
+# dvc.lock once, where DVC re-reads both per stage), then `dvc repro` runs the notebooks and claims.
 # An interrupted run resumes from its checkpoint; a second `make repro` finds nothing to do.
 WORKERS ?= 2
 repro: export PATH := $(abspath $(VENV))/bin:$(PATH)

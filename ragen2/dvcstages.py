@@ -1,12 +1,12 @@
 """Recording runs trained outside ``dvc repro`` in ``dvc.lock``, with one write of the lock file.
 
 ``make repro`` trains the stale runs two at a time (DVC 3.67's ``dvc repro`` has no ``-j``) and then
-records them. ``dvc commit -f train@a train@b ...`` does that, but DVC 3.67 groups the stages by their
-``ProjectFile`` object, which is a new one per stage, so it parses and rewrites the whole ``dvc.lock``
-(several hundred kB of YAML) once per stage: 82 stages took over 13 minutes on the 2-core machine.
-:func:`commit_stages` does the same steps as ``dvc commit --force`` (``stage.save``, ``stage.commit``
-under the repository lock), reads ``dvc.yaml`` and ``dvc.lock`` once (DVC reads both again for every
-target) and writes each lock file once.
+records them. ``dvc commit -f train@a train@b ...`` does that, but DVC 3.67 collects every target on its
+own, parsing ``dvc.yaml`` and the whole ``dvc.lock`` (several hundred kB of YAML, pure-Python ruamel) again
+each time: 82 stages took 14 minutes on the 2-core machine (cProfile of 10 targets: about 70 % of the time
+in that per-target collection). :func:`commit_stages` does the same steps as ``dvc commit --force``
+(``stage.save``, ``stage.commit`` under the repository lock), reads ``dvc.yaml`` and ``dvc.lock`` once for
+all targets and writes each lock file once: the 82 stages in 1.8 minutes, the lock file byte-identical.
 """
 
 from __future__ import annotations
