@@ -39,17 +39,19 @@ test: setup
 test-slow: setup
 	$(PY) -m pytest -m "slow and not gpu" -q
 
-# DVC 3.67 has no `dvc repro -j`: build the warm starts, train the stale runs WORKERS at a time (one torch
-# thread each), record them in dvc.lock (`python -m ragen2 commit-runs`: `dvc commit -f` reading dvc.yaml and
-# dvc.lock once, where DVC re-reads both per stage), then `dvc repro` runs the notebooks and claims.
-# An interrupted run resumes from its checkpoint; a second `make repro` finds nothing to do.
+# DVC 3.67 has no `dvc repro -j`: build the warm starts, train the stale runs on WORKERS long-lived processes
+# (one torch thread each, dearest run first: `python -m ragen2 train-runs`), record them in dvc.lock
+# (`python -m ragen2 commit-runs`: `dvc commit -f` reading dvc.yaml and dvc.lock once, where DVC re-reads both
+# per stage), then `dvc repro` runs the notebooks and claims. Each run equals what its stage's own command
+# (`python -m ragen2 train RUN_ID`) makes. An interrupted run resumes from its checkpoint; a second
+# `make repro` finds nothing to do.
 WORKERS ?= 2
 repro: export PATH := $(abspath $(VENV))/bin:$(PATH)
 repro: setup
 	dvc repro warmstart
 	stale="$$($(PY) -m ragen2 stale-runs)" && if [ -n "$$stale" ]; then \
-	  echo "$$stale" | xargs -P $(WORKERS) -I{} $(PY) -m ragen2 train {} --cache-dir data/cache --threads 1 >/dev/null && \
-	  echo "$$stale" | xargs $(PY) -m ragen2 commit-runs; fi
+	  $(PY) -m ragen2 train-runs --workers $(WORKERS) --threads 1 --cache-dir data/cache $$stale && \
+	  $(PY) -m ragen2 commit-runs $$stale; fi
 	dvc repro
 
 # params.yaml is generated: edit ragen2/profiles.py, then `make params` (tests check there is no drift).

@@ -13,8 +13,10 @@ Commands:
 - ``warmstart RUN_ID [--params params.yaml] [--cache-dir DIR] [--expect PATH]``: build (or find) the
   warm start a run starts from; ``--expect`` checks it lands at that path (the DVC out).
 - ``claims [--dir paper_figures]``: merge ``claims_<section>.csv`` into ``claims.csv``.
+- ``train-runs RUN_ID ... [--workers 2] [--threads 1] [--params params.yaml] [--cache-dir DIR]``: train
+  several runs on long-lived worker processes, dearest first (:mod:`ragen2.runqueue`); exits 1 if any failed.
 - ``stale-runs``: print the run ids whose DVC ``train`` stage is not up to date (``dvc status``), one per
-  line; ``make repro`` trains those two at a time and records them with ``commit-runs``.
+  line; ``make repro`` trains those with ``train-runs`` and records them with ``commit-runs``.
 - ``commit-runs RUN_ID ...``: record trained runs' ``train`` stages in ``dvc.lock`` (``dvc commit --force``
   with one write of the lock file; :mod:`ragen2.dvcstages`).
 
@@ -65,6 +67,27 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-resume", action="store_true", help="start over even if a checkpoint exists")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.set_defaults(func=_cmd_train)
+
+
+def _cmd_train_runs(args: argparse.Namespace) -> int:
+    from ragen2.runqueue import train_runs
+
+    failed = train_runs(args.run_ids, params=args.params, workers=args.workers, threads=args.threads,
+                        cache_dir=args.cache_dir)
+    if failed:
+        print(f"{len(failed)} run(s) failed: {' '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _add_train_runs(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train-runs", help="train several runs of params.yaml on worker processes, dearest first")
+    p.add_argument("run_ids", nargs="+", help="keys of params.yaml's `runs` mapping (into data/runs/<RUN_ID>)")
+    p.add_argument("--params", default="params.yaml", help="the params file (default: params.yaml)")
+    p.add_argument("--workers", type=int, default=2, help="worker processes (default: 2)")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads per worker (default: 1)")
+    p.add_argument("--cache-dir", default="data/cache", help="policy / warm-start cache (default: data/cache)")
+    p.set_defaults(func=_cmd_train_runs)
 
 
 def _cmd_grad_analysis(args: argparse.Namespace) -> int:
@@ -238,7 +261,7 @@ def _add_commit_runs(sub: argparse._SubParsersAction) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ragen2", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_add_train, _add_grad_analysis, _add_audit, _add_profile, _add_warmstart, _add_claims,
+    for add in (_add_train, _add_train_runs, _add_grad_analysis, _add_audit, _add_profile, _add_warmstart, _add_claims,
                 _add_stale_runs, _add_commit_runs):
         add(sub)
     return parser

@@ -581,7 +581,7 @@ WARM_START_SECTIONS = ("env", "policy", "warm_start", "rollout")
 
 
 def prompt_tables(runs_root: str | Path, run_ids: Sequence[str], phases: Sequence[str] = ("start", "end"),
-                  *, start_label: str = "warm start", **kwargs: Any) -> pd.DataFrame:
+                  *, start_label: str = "warm start", workers: int = 1, **kwargs: Any) -> pd.DataFrame:
     """:func:`prompt_level_table` of several runs and phases, concatenated; the warm start once.
 
     The ``start`` phase is the policy RL started from, not something a run produced: runs whose configs
@@ -591,19 +591,24 @@ def prompt_tables(runs_root: str | Path, run_ids: Sequence[str], phases: Sequenc
     (``"<start_label> <k> (<env>)"`` when the runs have several warm starts), so that
     a test over runs cannot count one policy several times. Every other phase is computed per run.
 
+    Each table is computed on one torch thread, so the result does not depend on ``workers``.
+
     Args:
         runs_root: folder of run directories.
         run_ids: the runs.
         phases: phases of :func:`prompt_level_table` (``start`` handled as above).
         start_label: ``run_id`` of the warm-start rows.
+        workers: processes computing tables side by side (1: all in this process).
         **kwargs: passed to :func:`prompt_level_table` (``num_prompts``, ``group_size``, ``cache_dir``, ...).
     """
     import json
 
     if not len(run_ids):
         raise ValueError("run_ids is empty")
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers!r}")
     root = Path(runs_root)
-    parts = []
+    jobs: list[tuple[Path, str, str | None]] = []  # (run dir, phase, run_id label; None: the run's name)
     if "start" in phases:
         starts: dict[str, tuple[str, str]] = {}  # warm-start signature -> (first run id, env name)
         for rid in run_ids:
@@ -611,11 +616,32 @@ def prompt_tables(runs_root: str | Path, run_ids: Sequence[str], phases: Sequenc
             key = json.dumps({k: cfg.get(k) for k in WARM_START_SECTIONS}, sort_keys=True, default=str)
             starts.setdefault(key, (rid, str((cfg.get("env") or {}).get("name", "?"))))
         for k, (rid, env) in enumerate(starts.values()):
-            label = start_label if len(starts) == 1 else f"{start_label} {k + 1} ({env})"
-            parts.append(prompt_level_table(root / rid, phase="start", **kwargs).assign(run_id=label))
-    parts += [prompt_level_table(root / rid, phase=phase, **kwargs)
-              for rid in run_ids for phase in phases if phase != "start"]
+            jobs.append((root / rid, "start", start_label if len(starts) == 1 else f"{start_label} {k + 1} ({env})"))
+    jobs += [(root / rid, phase, None) for rid in run_ids for phase in phases if phase != "start"]
+    if workers == 1 or len(jobs) == 1:
+        parts = [_one_thread_table(job, kwargs) for job in jobs]
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=min(workers, len(jobs)),
+                                 mp_context=multiprocessing.get_context("spawn")) as pool:
+            parts = list(pool.map(_one_thread_table, jobs, [kwargs] * len(jobs)))
     return pd.concat(parts, ignore_index=True)
+
+
+def _one_thread_table(job: tuple[Path, str, str | None], kwargs: dict[str, Any]) -> pd.DataFrame:
+    """One :func:`prompt_tables` job on one torch thread (the caller's thread count is restored)."""
+    import torch
+
+    run_dir, phase, label = job
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        table = prompt_level_table(run_dir, phase=phase, **kwargs)
+    finally:
+        torch.set_num_threads(threads)
+    return table if label is None else table.assign(run_id=label)
 
 
 def rv_quartile_table(prompts: pd.DataFrame, by: Sequence[str] = ("run_id", "phase")) -> pd.DataFrame:

@@ -467,6 +467,23 @@ class Estimate:
                 f"{self.notebooks_s / 60:.1f} min; on {self.workers} workers about {self.total_s / 60:.0f} min wall")
 
 
+def run_seconds(cfg: RunConfig, s_per_step: dict[str, float | dict[str, float]] | None = None) -> float:
+    """Estimated seconds of one run: ``trainer.steps`` times the measured s/step of its env (and algorithm).
+
+    Raises:
+        ValueError: no measured s/step for the run's env or algorithm.
+    """
+    rates = S_PER_STEP if s_per_step is None else s_per_step
+    if cfg.env.name not in rates:
+        raise ValueError(f"no measured s/step for env {cfg.env.name!r} (have {sorted(rates)})")
+    rate = rates[cfg.env.name]
+    if isinstance(rate, dict):
+        if cfg.trainer.algo not in rate:
+            raise ValueError(f"no measured s/step for {cfg.env.name!r} with {cfg.trainer.algo!r} (have {sorted(rate)})")
+        rate = rate[cfg.trainer.algo]
+    return cfg.trainer.steps * float(rate)
+
+
 def estimate(profile: Profile, s_per_step: dict[str, float] | None = None,
              s_per_warm_start_step: float = S_PER_WARM_START_STEP, workers: int = WORKERS,
              s_per_notebook: float = S_PER_NOTEBOOK) -> Estimate:
@@ -478,19 +495,11 @@ def estimate(profile: Profile, s_per_step: dict[str, float] | None = None,
     """
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers!r}")
-    rates = dict(S_PER_STEP if s_per_step is None else s_per_step)
     train_s, steps = S_PER_RUN * len(profile.runs), 0
     for rid in profile.runs:
         cfg = profile.config(rid)
-        if cfg.env.name not in rates:
-            raise ValueError(f"no measured s/step for env {cfg.env.name!r} (have {sorted(rates)})")
-        rate = rates[cfg.env.name]
-        if isinstance(rate, dict):
-            if cfg.trainer.algo not in rate:
-                raise ValueError(f"no measured s/step for {cfg.env.name!r} with {cfg.trainer.algo!r} (have {sorted(rate)})")
-            rate = rate[cfg.trainer.algo]
         steps += cfg.trainer.steps
-        train_s += cfg.trainer.steps * rate
+        train_s += run_seconds(cfg, s_per_step)
     ws = profile.warm_starts()
     ws_s = sum(profile.config(w["run"]).warm_start.steps * s_per_warm_start_step for w in ws.values())
     return Estimate(runs=len(profile.runs), train_steps=steps, warm_starts=len(ws), train_s=train_s,

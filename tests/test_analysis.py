@@ -332,3 +332,27 @@ def test_prompt_tables_roll_the_warm_start_out_once_per_distinct_warm_start(tmp_
     table = analysis.prompt_tables(tmp_path, ["r1", "s1", "r2"], phases=("start", "end"))
     assert calls.count(("r1", "start")) == 1 and calls.count(("s1", "start")) == 1 and ("r2", "start") not in calls
     assert sorted(table.query("phase == 'start'")["run_id"]) == ["warm start 1 (frozenlake)", "warm start 2 (sokoban)"]
+
+
+def test_prompt_tables_reject_zero_workers(tmp_path):
+    with pytest.raises(ValueError, match="workers"):
+        analysis.prompt_tables(tmp_path, ["r1"], workers=0)
+
+
+@pytest.mark.slow
+def test_prompt_tables_do_not_depend_on_the_number_of_workers(tmp_path):
+    from ragen2.config import RunConfig, apply_overrides
+    from ragen2.trainer.loop import train
+
+    tiny = ["env.name=frozenlake", "warm_start.steps=0", "rollout.env_groups=2", "rollout.group_size=3",
+            "rollout.max_turns=1", "rollout.max_new_tokens=12", "rollout.val_groups=2", "trainer.algo=grpo",
+            "trainer.steps=1", "trainer.mini_batch_size=3", "trainer.micro_batch_size=3", "trainer.save_freq=1",
+            "collapse.enabled=false"]
+    for seed in (0, 1):
+        train(apply_overrides(RunConfig(), tiny + [f"seed={seed}"]), tmp_path / f"r{seed}", cache_dir=tmp_path / "cache",
+              progress=False)
+    kwargs = dict(phases=("start", "end"), num_prompts=3, group_size=2, cache_dir=tmp_path / "cache")
+    serial = analysis.prompt_tables(tmp_path, ["r0", "r1"], workers=1, **kwargs)
+    parallel = analysis.prompt_tables(tmp_path, ["r0", "r1"], workers=2, **kwargs)
+    assert serial["run_id"].tolist().count("warm start") == 6 and len(serial) == 18
+    pd.testing.assert_frame_equal(serial, parallel)

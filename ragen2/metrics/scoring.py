@@ -5,8 +5,10 @@ prompts. Prompts are long (a chat-templated game state, hundreds of tokens) and 
 so :func:`cross_logprobs` runs each prompt through the model **once**, keeps its KV cache, and
 scores the reasonings in batches on top of a copy of that cache expanded over the batch. Cost:
 N prompt passes plus ``N * ceil(M / batch_size)`` short reasoning passes, instead of ``M * N``
-passes over ``prompt + reasoning``. :func:`naive_cross_logprobs` is the obvious one-pass-per-pair
-version, kept as the reference the tests compare against.
+passes over ``prompt + reasoning``. Identical prompts are scored once and their column copied (the
+trajectory family draws 32 columns from 8 prompt groups in a single-turn batch, so most columns
+repeat). :func:`naive_cross_logprobs` is the obvious one-pass-per-pair version, kept as the
+reference the tests compare against.
 
 Token alignment, for a prompt of length P and a reasoning of length T: the logits at the prompt's
 last position predict ``z_0``; the reasoning pass at position ``P + t`` (``t < T - 1``) predicts
@@ -78,8 +80,13 @@ def cross_logprobs(model, tokenizer, prompts: Sequence[TokenSeq], reasonings: Se
     model.eval()
     lengths = np.array([len(z) for z in reasoning_ids], dtype=np.int64)
     out = np.zeros((len(reasoning_ids), len(prompt_ids)), dtype=np.float64)
+    first_column: dict[tuple[int, ...], int] = {}  # a repeated prompt's column is a copy of its first one
     try:
         for j, x in enumerate(prompt_ids):
+            earlier = first_column.setdefault(tuple(x), j)
+            if earlier != j:
+                out[:, j] = out[:, earlier]
+                continue
             prompt = torch.tensor([x], dtype=torch.long, device=device)
             prompt_out = model(input_ids=prompt, use_cache=True)
             prompt_cache = prompt_out.cache if hasattr(prompt_out, "cache") else prompt_out.past_key_values

@@ -69,6 +69,25 @@ def test_each_prompt_is_encoded_once(tiny_model):
     assert sorted(s[0] for s in widths if s[1] < 30) == [2, 2, 2, 4, 4, 4, 4, 4, 4]  # ceil(10/4) per prompt
 
 
+def test_repeated_prompts_are_scored_once_with_identical_columns(tiny_model):
+    rng = np.random.default_rng(2)
+    a, b = _random_ids(rng, [30, 33])
+    prompts = [a, b, a, a, b]
+    reasonings = _random_ids(rng, [3, 6, 2, 9])
+    widths = []
+    hook = tiny_model.register_forward_pre_hook(
+        lambda module, args, kwargs: widths.append(kwargs["input_ids"].shape), with_kwargs=True)
+    try:
+        fast, _ = cross_logprobs(tiny_model, None, prompts, reasonings, batch_size=4)
+    finally:
+        hook.remove()
+    assert [s[1] for s in widths if s[1] >= 30] == [30, 33]  # one pass per distinct prompt
+    for j, first in ((2, 0), (3, 0), (4, 1)):
+        np.testing.assert_array_equal(fast[:, j], fast[:, first])
+    slow, _ = naive_cross_logprobs(tiny_model, None, prompts, reasonings)
+    np.testing.assert_allclose(fast, slow, atol=1e-4, rtol=0)
+
+
 def test_string_inputs_use_the_tokenizer_without_special_tokens(tiny_model):
     from tokenizers import Tokenizer, models, pre_tokenizers
 

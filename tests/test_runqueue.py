@@ -1,0 +1,82 @@
+"""The run queue: dearest-first order, input checks, and a worker's run equal to a run trained alone."""
+
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from ragen2.config import ConfigError, RunConfig, apply_overrides, to_dict
+from ragen2.profiles import build, run_seconds
+from ragen2.runqueue import by_cost, train_runs
+from ragen2.trainer.loop import train
+from ragen2.trainer.runlog import read_metrics
+
+TINY = [
+    "env.name=frozenlake", "warm_start.steps=0", "rollout.env_groups=2", "rollout.group_size=3",
+    "rollout.max_turns=1", "rollout.max_new_tokens=12", "rollout.val_groups=2", "trainer.mini_batch_size=3",
+    "trainer.micro_batch_size=2", "trainer.test_freq=2", "trainer.save_freq=1", "collapse.num_samples=4",
+    "trainer.algo=grpo", "trainer.steps=2",
+]
+
+
+def test_cpu_profile_runs_are_ordered_dearest_first():
+    profile = build("cpu")
+    configs = {rid: profile.config(rid) for rid in profile.runs}
+    order = by_cost(configs)
+    assert sorted(order) == sorted(configs)
+    costs = [run_seconds(configs[rid]) for rid in order]
+    assert costs == sorted(costs, reverse=True)
+    # 40-step mechanism runs and 30-step PPO runs (the dearest step) come before every 30-step GRPO run
+    first = {order[i].split("__")[1] + "/" + order[i].split("__")[3][:4] for i in range(8)}
+    assert first <= {"grpo/mech", "ppo/main"}
+    assert order[-1].split("__")[1] in ("grpo", "dapo", "dr_grpo")
+
+
+def test_unmeasured_env_counts_one_second_per_step_and_keeps_order():
+    cfgs = {"a": apply_overrides(RunConfig(), ["env.name=sokoban", "trainer.steps=5"]),
+            "b": apply_overrides(RunConfig(), ["env.name=sokoban", "trainer.steps=9"]),
+            "c": apply_overrides(RunConfig(), ["env.name=sokoban", "trainer.steps=5"])}
+    assert by_cost(cfgs) == ["b", "a", "c"]
+
+
+def _params(tmp_path: Path) -> Path:
+    base = to_dict(apply_overrides(RunConfig(), TINY))
+    runs = {"a": {"seed": 0}, "b": {"seed": 1}, "bad": {"trainer": {"entropy_scope": "thinking"}}}
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump({"base": base, "runs": runs}))
+    return path
+
+
+@pytest.mark.parametrize("ids,workers,error,match", [
+    (["a", "nope"], 1, ConfigError, "nope"),
+    (["a", "a"], 1, ValueError, "repeat"),
+    (["a"], 0, ValueError, "workers"),
+])
+def test_bad_input_is_named_before_anything_runs(tmp_path, ids, workers, error, match):
+    with pytest.raises(error, match=match):
+        train_runs(ids, params=_params(tmp_path), workers=workers, runs_root=tmp_path / "runs")
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.slow
+def test_a_worker_trains_runs_in_turn_like_separate_processes_and_reports_failures(tmp_path):
+    params, cache, lines = _params(tmp_path), tmp_path / "cache", []
+    failed = train_runs(["a", "bad", "b"], params=params, workers=1, cache_dir=cache, runs_root=tmp_path / "runs",
+                        log=lines.append)
+    assert failed == ["bad"] and len(lines) == 3
+    assert any("FAILED" in line and "entropy_scope" in line for line in lines)
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:  # "b" alone, in this process, after nothing else: the same metrics as "b" after "a" in the worker
+        cfg = apply_overrides(RunConfig(), TINY + ["seed=1"])
+        train(cfg, tmp_path / "alone", cache_dir=cache, progress=False)
+    finally:
+        torch.set_num_threads(threads)
+
+    def comparable(run):
+        return [{k: v for k, v in r.items() if not k.startswith("timing_s/")} for r in read_metrics(run)]
+
+    assert comparable(tmp_path / "runs" / "b") == comparable(tmp_path / "alone")
+    assert comparable(tmp_path / "runs" / "a") != comparable(tmp_path / "alone")
