@@ -11,8 +11,8 @@ without dots (``0.02`` -> ``0p02``) because DVC splits parameter paths on dots. 
 ``none``, ``topp0p9``, ``topk0p25``...; ``<study>`` names the study a run belongs to
 (:data:`STUDIES`), and :func:`ragen2.analysis.parse_run_id` reads it back.
 
-**The CPU default profile** (``cpu``; designed from ``cpu-scale-probe.md`` and aimed at 60 minutes on
-2 cores at the measured cost, :data:`S_PER_STEP`; measured 69 after setup, see the README):
+**The CPU default profile** (``cpu``; designed from ``cpu-scale-probe.md`` and sized for 60 minutes on
+2 cores at the measured cost, :data:`S_PER_STEP`; measured 55 after setup, 59 with it, see the README):
 
 - Policy: the tiny local Llama (0.4M parameters), warm-started by SFT on 4000 expert episodes of which 30 %
   carry a template reasoning (``warm_start.template_fraction``): 600 steps give greedy success 0.69 on
@@ -48,8 +48,9 @@ without dots (``0.02`` -> ``0p02``) because DVC splits parameter paths on dots. 
   for the sweeps; 100+ steps (the probe needed about 100 steps to see MI fall); a separate entropy-0
   control. The estimate is printed by ``python -m ragen2 profile cpu --estimate``.
 
-Parallelism: DVC 3.67's ``dvc repro`` has no ``-j``; ``make repro`` runs the stale train commands two
-at a time (one torch thread each) and records them with ``dvc commit``; :func:`estimate` assumes that.
+Parallelism: DVC 3.67's ``dvc repro`` has no ``-j``; ``make repro`` trains the stale runs on two worker
+processes (one torch thread each, dearest first: :mod:`ragen2.runqueue`) and records them with
+``python -m ragen2 commit-runs``; :func:`estimate` assumes that.
 
 **smoke**: the same studies with tiny everything (2 training steps, 1-2 seeds, 4 x 3 rollouts of 48
 tokens, a 100-step warm start on 128 episodes: the least after which the tiny policy closes its
@@ -87,26 +88,28 @@ INITIAL_POLICY_DIR = WARM_START_DIR
 and dvc.yaml is the same for every profile (``initial_policy_path`` never writes there when steps is 0)."""
 
 S_PER_STEP: dict[str, float | dict[str, float]] = {
-    "frozenlake": {"ppo": 2.95, "grpo": 2.13, "dapo": 2.05, "dr_grpo": 2.0},
+    "frozenlake": {"ppo": 2.49, "grpo": 1.80, "dapo": 1.69, "dr_grpo": 1.82},
 }
 """Measured seconds per RL step with the CPU profile's settings (FrozenLake, single turn, 8 x 8 rollouts of
 <= 64 tokens, MI every 10 steps, validation on 64 seeds every 10 steps, gradient decomposition at steps 1
 and 16 in PPO/GRPO), per algorithm: each run's ``timings_s.total_elapsed`` (which includes its step-0
 validation and checkpoints) over its steps, averaged over the 82 runs of the fresh-clone ``make repro`` of
-2026-11-29 16:06-16:59 UTC (two training processes, one torch thread each, nothing else running), with the
-shared-prompt forward (:mod:`ragen2.trainer.prefix`). PPO's critic makes it the dearest; the GRPO mean
-includes the slip-100 % Top-p runs, whose updates are all empty. Per env, either one number or a number per
-algorithm. Sokoban was not measured (it is not in the CPU grid)."""
-S_PER_RUN = 7.0
-"""Fixed cost per run outside its own timer (process start, imports): the 82 runs took 52.6 minutes on two
-workers, 7.0 s per run more than the sum of their ``total_elapsed``."""
-S_PER_WARM_START_STEP = 0.43
-"""Measured: the CPU warm start (600 SFT steps of 32 single-turn FrozenLake episodes) took 237 s of SFT plus
-about 20 s of corpus building and greedy evaluation, one torch thread."""
-S_PER_NOTEBOOK = 68.0
+2026-11-29 18:46-19:28 UTC (two worker processes, one torch thread each, nothing else running), with the
+shared-prompt forward (:mod:`ragen2.trainer.prefix`) and repeated prompts scored once in the MI diagnostics.
+PPO's critic makes it the dearest; the GRPO mean includes the slip-100 % Top-p runs, whose updates are all
+empty. Per env, either one number or a number per algorithm. Sokoban was not measured (it is not in the
+CPU grid)."""
+S_PER_RUN = 1.6
+"""Fixed cost per run outside its own timer (handing the run to a worker, reading params): the 82 runs took
+41.6 minutes on two workers, 1.6 s per run more than the sum of their ``total_elapsed`` (with one process per
+run it was 7.0 s: mostly importing torch and transformers)."""
+S_PER_WARM_START_STEP = 0.27
+"""Measured: the CPU warm start (600 SFT steps of 32 single-turn FrozenLake episodes, two torch threads: it runs
+alone) took 143 s of SFT plus about 17 s of corpus building and greedy evaluation (one thread: 237 s of SFT)."""
+S_PER_NOTEBOOK = 71.0
 """Seconds per executed notebook (kernel start, imports, the prompt-level rollouts of notebooks 04/07): the
-data stage, the eight notebooks and the claims stage took 9.1 minutes in the fresh-clone run (notebook 04 and
-its 17 prompt tables: 4.8 min)."""
+data stage, the eight notebooks and the claims stage took 9.5 minutes in the fresh-clone run (notebook 04 and
+its 17 prompt tables: 4.3 min)."""
 WORKERS = 2
 """Parallel training processes (one per core)."""
 
@@ -458,12 +461,13 @@ class Estimate:
 
     @property
     def total_s(self) -> float:
-        """Wall-clock estimate: training and warm starts shared over the workers, notebooks serial."""
-        return (self.train_s + self.warm_start_s) / self.workers + self.notebooks_s
+        """Wall-clock estimate: training shared over the workers; the warm starts (before any run, on every
+        thread: :data:`S_PER_WARM_START_STEP` is measured so) and the notebooks one after another."""
+        return self.train_s / self.workers + self.warm_start_s + self.notebooks_s
 
     def summary(self) -> str:
         return (f"{self.runs} runs, {self.train_steps} RL steps ({self.train_s / 60:.1f} CPU-min), "
-                f"{self.warm_starts} warm starts ({self.warm_start_s / 60:.1f} CPU-min), notebooks "
+                f"{self.warm_starts} warm starts ({self.warm_start_s / 60:.1f} min), notebooks "
                 f"{self.notebooks_s / 60:.1f} min; on {self.workers} workers about {self.total_s / 60:.0f} min wall")
 
 
