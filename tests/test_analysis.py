@@ -343,11 +343,9 @@ def test_prompt_tables_reject_zero_workers(tmp_path):
 def test_prompt_tables_do_not_depend_on_the_number_of_workers(tmp_path):
     from ragen2.config import RunConfig, apply_overrides
     from ragen2.trainer.loop import train
+    from tests.trainer._tiny import TINY_RUN
 
-    tiny = ["env.name=frozenlake", "warm_start.steps=0", "rollout.env_groups=2", "rollout.group_size=3",
-            "rollout.max_turns=1", "rollout.max_new_tokens=12", "rollout.val_groups=2", "trainer.algo=grpo",
-            "trainer.steps=1", "trainer.mini_batch_size=3", "trainer.micro_batch_size=3", "trainer.save_freq=1",
-            "collapse.enabled=false"]
+    tiny = [*TINY_RUN, "trainer.algo=grpo", "trainer.steps=1", "collapse.enabled=false"]
     for seed in (0, 1):
         train(apply_overrides(RunConfig(), tiny + [f"seed={seed}"]), tmp_path / f"r{seed}", cache_dir=tmp_path / "cache",
               progress=False)

@@ -11,13 +11,9 @@ from ragen2.profiles import build, run_seconds
 from ragen2.runqueue import by_cost, train_runs
 from ragen2.trainer.loop import train
 from ragen2.trainer.runlog import read_metrics
+from tests.trainer._tiny import TINY_RUN
 
-TINY = [
-    "env.name=frozenlake", "warm_start.steps=0", "rollout.env_groups=2", "rollout.group_size=3",
-    "rollout.max_turns=1", "rollout.max_new_tokens=12", "rollout.val_groups=2", "trainer.mini_batch_size=3",
-    "trainer.micro_batch_size=2", "trainer.test_freq=2", "trainer.save_freq=1", "collapse.num_samples=4",
-    "trainer.algo=grpo", "trainer.steps=2",
-]
+TINY = [*TINY_RUN, "trainer.algo=grpo", "trainer.steps=2"]
 
 
 def test_cpu_profile_runs_are_ordered_dearest_first():

@@ -10,6 +10,14 @@ from ragen2.trainer.batch import build_batch
 
 VOCAB = 40
 
+TINY_RUN = [
+    "env.name=frozenlake", "warm_start.steps=0", "rollout.env_groups=2", "rollout.group_size=3",
+    "rollout.max_turns=1", "rollout.max_new_tokens=12", "rollout.val_groups=2", "trainer.mini_batch_size=3",
+    "trainer.micro_batch_size=2", "trainer.actor_lr=1e-3", "trainer.critic_lr=1e-3", "trainer.test_freq=2",
+    "trainer.save_freq=1", "trainer.entropy_coef=0.01", "collapse.num_samples=4",
+]
+"""``--set`` overrides of a whole FrozenLake training run that takes seconds (no warm start, 2 x 3 rollouts)."""
+
 
 def tiny_lm(seed: int = 0) -> LlamaForCausalLM:
     torch.manual_seed(seed)

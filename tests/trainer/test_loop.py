@@ -16,14 +16,10 @@ from ragen2.config import RunConfig, apply_overrides, to_dict
 from ragen2.trainer.checkpoint import latest_checkpoint, load_checkpoint
 from ragen2.trainer.loop import train
 from ragen2.trainer.runlog import read_metrics
+from tests.trainer._tiny import TINY_RUN
 
 REPO = Path(__file__).resolve().parents[2]
-TINY = [
-    "env.name=frozenlake", "warm_start.steps=0", "rollout.env_groups=2", "rollout.group_size=3",
-    "rollout.max_turns=1", "rollout.max_new_tokens=12", "rollout.val_groups=2", "trainer.mini_batch_size=3",
-    "trainer.micro_batch_size=2", "trainer.actor_lr=1e-3", "trainer.critic_lr=1e-3", "trainer.test_freq=2",
-    "trainer.save_freq=1", "trainer.entropy_coef=0.01", "collapse.num_samples=4",
-]
+TINY = TINY_RUN
 DOCUMENTED = ["rollout/score_mean", "rollout/success", "filter/kept_ratio", "filter/reward_std_mean",
               "actor/pg_loss", "actor/entropy", "actor/grad_norm", "adv/mean", "train/mini_batch_rows",
               "timing_s/rollout", "timing_s/update", "timing_s/diagnostics"]
