@@ -44,13 +44,12 @@ def _init_worker(threads: int | None) -> None:
         torch.set_num_threads(threads)
 
 
-def _train_one(run_id: str, params: str, cache_dir: str, runs_root: str) -> tuple[str, float, str | None]:
+def _train_one(run_id: str, cfg: RunConfig, cache_dir: str, runs_root: str) -> tuple[str, float, str | None]:
     """Train one run in a worker; ``(run_id, seconds, None)`` or ``(run_id, seconds, traceback)``."""
     from ragen2.trainer.loop import train
 
     t0 = time.perf_counter()
     try:
-        cfg = load_config(run_id, params_path=params)
         train(cfg, Path(runs_root) / run_id, resume=True, cache_dir=Path(cache_dir), progress=False)
     except Exception:  # noqa: BLE001 - reported per run; the other runs go on
         return run_id, time.perf_counter() - t0, traceback.format_exc()
@@ -82,7 +81,7 @@ def train_runs(run_ids: Sequence[str], *, params: str | Path = "params.yaml", wo
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=min(workers, max(len(order), 1)), mp_context=context,
                              initializer=_init_worker, initargs=(threads,)) as pool:
-        futures = [pool.submit(_train_one, rid, str(params), str(cache_dir), str(runs_root)) for rid in order]
+        futures = [pool.submit(_train_one, rid, configs[rid], str(cache_dir), str(runs_root)) for rid in order]
         for done, future in enumerate(as_completed(futures), start=1):
             rid, seconds, error = future.result()
             if error is None:
