@@ -17,6 +17,11 @@ Commands:
   several runs on long-lived worker processes, dearest first (:mod:`ragen2.runqueue`); exits 1 if any failed.
 - ``stale-runs``: print the run ids whose DVC ``train`` stage is not up to date (``dvc status``), one per
   line; ``make repro`` trains those with ``train-runs`` and records them with ``commit-runs``.
+- ``evaluate RUN_DIR [--checkpoint latest|initial|STEP] [--episodes 512] [--sampling-seeds 2] [--temperature T]
+  [--expert] [--out FILE] [--threads N]``: a run's policy re-scored on many paired validation seeds
+  (:mod:`ragen2.evaluate`); prints success and its standard error, writes the per-episode successes to ``--out``.
+- ``gains START.json LABEL=END.json[,END.json...] ...``: the learning table of several evaluations
+  (:func:`ragen2.evaluate.learning_gains`), printed as markdown.
 - ``commit-runs RUN_ID ...``: record trained runs' ``train`` stages in ``dvc.lock`` (``dvc commit --force``
   with one write of the lock file; :mod:`ragen2.dvcstages`).
 
@@ -197,6 +202,67 @@ def _add_warmstart(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_warmstart)
 
 
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from ragen2.evaluate import evaluate_policy, expert_success, load_run_policy
+    from ragen2.trainer.checkpoint import atomic_write_json
+
+    _set_threads(args.threads)
+    if args.sampling_seeds < 1:
+        raise SystemExit(f"--sampling-seeds must be >= 1, got {args.sampling_seeds}")
+    cfg, actor, tokenizer = load_run_policy(Path(args.run_dir), args.checkpoint, cache_dir=Path(args.cache_dir))
+    result = evaluate_policy(actor, tokenizer, cfg, policy=f"{args.run_dir}@{args.checkpoint}",
+                             episodes=args.episodes, sampling_seeds=list(range(args.sampling_seeds)),
+                             temperature=args.temperature)
+    report = result.to_dict()
+    if args.expert:
+        report["expert_success"] = expert_success(cfg, args.episodes)
+    if args.out:
+        atomic_write_json(Path(args.out), report)
+    print(json.dumps({k: v for k, v in report.items() if k not in ("env_seeds", "successes")}))
+    return 0
+
+
+def _add_evaluate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("evaluate", help="re-score a run's policy on many paired validation seeds")
+    p.add_argument("run_dir", help="a run directory (config.json, checkpoints/)")
+    p.add_argument("--checkpoint", default="latest", help="latest (default), initial (the warm start) or a kept step")
+    p.add_argument("--episodes", type=int, default=512, help="env seeds from the run's val_seed on (default: 512)")
+    p.add_argument("--sampling-seeds", type=int, default=2, help="trajectories per env seed (default: 2)")
+    p.add_argument("--temperature", type=float, default=None,
+                   help="sampling temperature, 0 = greedy (default: the run's val_temperature)")
+    p.add_argument("--expert", action="store_true", help="also score the expert on the same env seeds")
+    p.add_argument("--out", default=None, help="write the evaluation (with per-episode successes) to this JSON file")
+    p.add_argument("--cache-dir", default="data/cache", help="policy / warm-start cache (default: data/cache)")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.set_defaults(func=_cmd_evaluate)
+
+
+def _cmd_gains(args: argparse.Namespace) -> int:
+    from ragen2.evaluate import Evaluation, learning_gains
+    from ragen2.results_io import to_markdown
+
+    def read(path: str) -> Evaluation:
+        return Evaluation.from_dict(json.loads(Path(path).read_text()))
+
+    ends = {}
+    for item in args.ends:
+        label, sep, paths = item.partition("=")
+        if not sep or not label or not paths:
+            raise SystemExit(f"{item!r} is not of the form LABEL=END.json[,END.json...]")
+        ends[label] = [read(p) for p in paths.split(",")]
+    table = learning_gains(read(args.start), ends)
+    print(to_markdown(table))
+    return 0
+
+
+def _add_gains(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("gains", help="learning table: paired success gains of trained policies over their start")
+    p.add_argument("start", help="`evaluate --checkpoint initial --out` file of the starting policy")
+    p.add_argument("ends", nargs="+", metavar="LABEL=END.json[,END.json...]",
+                   help="evaluations of the trained runs (same seeds), grouped under a label")
+    p.set_defaults(func=_cmd_gains)
+
+
 def _cmd_claims(args: argparse.Namespace) -> int:
     from ragen2.claims import merge_claims
 
@@ -262,7 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ragen2", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (_add_train, _add_train_runs, _add_grad_analysis, _add_audit, _add_profile, _add_warmstart, _add_claims,
-                _add_stale_runs, _add_commit_runs):
+                _add_evaluate, _add_gains, _add_stale_runs, _add_commit_runs):
         add(sub)
     return parser
 

@@ -1,0 +1,190 @@
+"""Re-score a run's policy on many validation seeds: did RL raise success, beyond the noise?
+
+A run validates on ``rollout.val_groups`` env seeds (64 on the CPU profile), one sampled trajectory
+each. At 65 % success that is a binomial standard error of about 6 points per validation, as large as
+what a 100-step CPU run can gain, so "start vs end" read off ``metrics.jsonl`` cannot tell learning
+from noise. This module scores any checkpoint of a run (or the policy it started from) on the
+paper's validation size (512 env seeds, spec section 6) times several sampling seeds, *paired*: every
+policy sees the same env seeds and sampling seeds, so the difference of two evaluations is the
+policies' difference plus far less noise. The expert's success on the same seeds is the ceiling.
+
+:func:`learning_gains` turns one evaluation of the starting policy and the evaluations of the trained
+policies (several seeds per algorithm) into the table "did each algorithm raise success by more than
+the seed-to-seed spread".
+
+Command line: ``python -m ragen2 evaluate RUN_DIR [--checkpoint latest|initial|STEP] [--episodes 512]
+[--sampling-seeds 2] [--temperature T] [--out FILE]`` writes one evaluation; ``python -m ragen2 gains
+START.json LABEL=END.json,END.json,... ...`` prints the table of several.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ragen2.config import RunConfig, from_dict
+
+DEFAULT_EPISODES = 512
+"""The paper's validation size (``val.env_groups`` x 1 trajectories)."""
+
+
+@dataclass
+class Evaluation:
+    """Successes of one policy, shape ``(len(sampling_seeds), len(env_seeds))``."""
+
+    policy: str
+    temperature: float
+    env_seeds: list[int]
+    sampling_seeds: list[int]
+    successes: np.ndarray
+
+    @property
+    def success(self) -> float:
+        return float(self.successes.mean())
+
+    @property
+    def stderr(self) -> float:
+        """Standard error of :attr:`success` over env seeds (each seed's mean over sampling seeds)."""
+        per_seed = self.successes.mean(axis=0)
+        return float(per_seed.std(ddof=1) / np.sqrt(len(per_seed))) if len(per_seed) > 1 else float("nan")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Evaluation:
+        """Read back what :meth:`to_dict` wrote."""
+        return cls(str(data["policy"]), float(data["temperature"]), [int(s) for s in data["env_seeds"]],
+                   [int(s) for s in data["sampling_seeds"]], np.asarray(data["successes"], dtype=np.float64))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"policy": self.policy, "temperature": self.temperature, "success": self.success,
+                "stderr": self.stderr, "episodes": int(self.successes.size), "env_seeds": self.env_seeds,
+                "sampling_seeds": self.sampling_seeds, "successes": self.successes.astype(int).tolist()}
+
+
+def evaluation_seeds(cfg: RunConfig, episodes: int = DEFAULT_EPISODES) -> list[int]:
+    """``episodes`` env seeds from the run's ``val_seed`` on (its own validation set is the first ones)."""
+    if episodes < 1:
+        raise ValueError(f"episodes must be >= 1, got {episodes!r}")
+    return [cfg.rollout.val_seed + i for i in range(episodes)]
+
+
+def run_config(run_dir: Path) -> RunConfig:
+    """The strictly loaded ``config.json`` of a run directory."""
+    import json
+
+    path = Path(run_dir) / "config.json"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist: {run_dir} is not a run directory")
+    return from_dict(RunConfig, json.loads(path.read_text()))
+
+
+def load_run_policy(run_dir: Path, checkpoint: str = "latest", cache_dir: Path = Path("data/cache")):
+    """``(cfg, actor, tokenizer)``: the run's actor at ``checkpoint``.
+
+    ``checkpoint`` is ``"latest"``, ``"initial"`` (the policy the run started from: its warm start) or a
+    step number whose checkpoint was kept.
+    """
+    from ragen2.policy import load_policy
+    from ragen2.trainer.checkpoint import kept_checkpoints, latest_checkpoint, load_checkpoint
+    from ragen2.trainer.pipeline import initial_policy_path
+
+    cfg = run_config(run_dir)
+    actor, tokenizer = load_policy(initial_policy_path(cfg, Path(cache_dir)), dtype=cfg.policy.dtype,
+                                   device=cfg.policy.device)
+    if checkpoint == "initial":
+        return cfg, actor, tokenizer
+    if checkpoint == "latest":
+        path = latest_checkpoint(run_dir)
+        if path is None:
+            raise FileNotFoundError(f"{run_dir} has no checkpoint")
+    else:
+        kept = kept_checkpoints(run_dir)
+        try:
+            path = kept[int(checkpoint)]
+        except (ValueError, KeyError):
+            raise ValueError(f"checkpoint {checkpoint!r} is not 'latest', 'initial' or a kept step "
+                             f"of {run_dir} ({sorted(kept)})") from None
+    state = load_checkpoint(path, map_location=next(actor.parameters()).device)
+    actor.load_state_dict(state["actor"])
+    return cfg, actor, tokenizer
+
+
+def evaluate_policy(actor, tokenizer, cfg: RunConfig, *, policy: str, episodes: int = DEFAULT_EPISODES,
+                    sampling_seeds: list[int] = (0, 1), temperature: float | None = None,
+                    batch_size: int = 128) -> Evaluation:
+    """One trajectory per env seed and sampling seed, at ``temperature`` (default: the run's validation one).
+
+    Env seeds are rolled out in batches of ``batch_size``; batch ``b`` of sampling seed ``s`` samples with
+    seed ``1000 * s + b``, so the result depends only on the policy and these arguments.
+    """
+    from ragen2.rollout.collect import collect_rollouts
+
+    temperature = cfg.rollout.val_temperature if temperature is None else float(temperature)
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature!r}")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
+    env_seeds = evaluation_seeds(cfg, episodes)
+    actor.eval()
+    rows = []
+    for s in sampling_seeds:
+        row = []
+        for b, start in enumerate(range(0, len(env_seeds), batch_size)):
+            batch = collect_rollouts(actor, tokenizer, cfg.env, cfg.rollout, env_seeds[start:start + batch_size],
+                                     group_size=1, temperature=temperature, seed=1000 * int(s) + b,
+                                     greedy=temperature == 0)
+            row.extend(batch.successes[:, 0].tolist())
+        rows.append(row)
+    return Evaluation(policy, temperature, env_seeds, [int(s) for s in sampling_seeds],
+                      np.asarray(rows, dtype=np.float64).reshape(len(rows), len(env_seeds)))
+
+
+def expert_success(cfg: RunConfig, episodes: int = DEFAULT_EPISODES) -> float:
+    """The expert's success on the same env seeds, under the run's agent-loop limits (the ceiling)."""
+    from ragen2 import envs
+    from ragen2.rollout.expert import expert_episode
+    from ragen2.rollout.prompt import resolve_limits
+
+    env = envs.make(cfg.env.name, **cfg.env.kwargs)
+    limits = resolve_limits(cfg.rollout, env)
+    return float(np.mean([expert_episode(env, seed, limits).success for seed in evaluation_seeds(cfg, episodes)]))
+
+
+def paired_gain(start: Evaluation, end: Evaluation) -> float:
+    """``end.success - start.success``, checked to be over the same env seeds, sampling seeds and temperature."""
+    same = (start.env_seeds == end.env_seeds and start.sampling_seeds == end.sampling_seeds
+            and start.temperature == end.temperature)
+    if not same:
+        raise ValueError(f"{end.policy!r} and {start.policy!r} were not evaluated on the same seeds and temperature "
+                         f"({len(end.env_seeds)} vs {len(start.env_seeds)} env seeds, sampling {end.sampling_seeds} vs "
+                         f"{start.sampling_seeds}, T {end.temperature} vs {start.temperature})")
+    return end.success - start.success
+
+
+def learning_gains(start: Evaluation, ends: dict[str, list[Evaluation]]) -> pd.DataFrame:
+    """One row per label (e.g. an algorithm) over its runs (seeds), all trained from ``start``.
+
+    Columns (success in points): ``start``, ``end_mean``, ``end_std``, ``gain_mean``, ``gain_std`` (the
+    seed-to-seed spread: sample std of the runs' gains), ``t_p`` (one-sample t-test of the gains; NaN for
+    one run), ``min_gain``, ``runs``, and ``above_spread``: ``gain_mean > gain_std`` with every run
+    gaining.
+    """
+    from ragen2.stats import paired_test
+
+    rows = []
+    for label, evals in ends.items():
+        if not evals:
+            raise ValueError(f"label {label!r} has no evaluations")
+        gains = np.array([paired_gain(start, e) for e in evals]) * 100
+        result = paired_test(gains, np.zeros_like(gains))
+        end = np.array([e.success for e in evals]) * 100
+        spread = float(gains.std(ddof=1)) if gains.size > 1 else float("nan")
+        rows.append({"label": label, "runs": int(gains.size), "start": start.success * 100,
+                     "end_mean": float(end.mean()), "end_std": float(end.std(ddof=1)) if end.size > 1 else float("nan"),
+                     "gain_mean": float(gains.mean()), "gain_std": spread, "min_gain": float(gains.min()),
+                     "t_p": result.t_p, "above_spread": bool(gains.size > 1 and gains.mean() > spread
+                                                             and gains.min() > 0)})
+    return pd.DataFrame(rows)
