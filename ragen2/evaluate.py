@@ -19,6 +19,8 @@ START.json LABEL=END.json,END.json,... ...`` prints the table of several.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,8 +75,6 @@ def evaluation_seeds(cfg: RunConfig, episodes: int = DEFAULT_EPISODES) -> list[i
 
 def run_config(run_dir: Path) -> RunConfig:
     """The strictly loaded ``config.json`` of a run directory."""
-    import json
-
     path = Path(run_dir) / "config.json"
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist: {run_dir} is not a run directory")
@@ -113,7 +113,7 @@ def load_run_policy(run_dir: Path, checkpoint: str = "latest", cache_dir: Path =
 
 
 def evaluate_policy(actor, tokenizer, cfg: RunConfig, *, policy: str, episodes: int = DEFAULT_EPISODES,
-                    sampling_seeds: list[int] = (0, 1), temperature: float | None = None,
+                    sampling_seeds: Sequence[int] = (0, 1), temperature: float | None = None,
                     batch_size: int = 128) -> Evaluation:
     """One trajectory per env seed and sampling seed, at ``temperature`` (default: the run's validation one).
 
@@ -127,6 +127,8 @@ def evaluate_policy(actor, tokenizer, cfg: RunConfig, *, policy: str, episodes: 
         raise ValueError(f"temperature must be >= 0, got {temperature!r}")
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
+    if len(sampling_seeds) == 0:
+        raise ValueError("sampling_seeds is empty: at least one sampling seed is needed")
     env_seeds = evaluation_seeds(cfg, episodes)
     actor.eval()
     rows = []

@@ -86,6 +86,8 @@ def test_bad_temperature_is_named(trained):
     cfg, actor, tok = load_run_policy(run_dir, "initial", cache_dir=cache)
     with pytest.raises(ValueError, match="temperature must be >= 0, got -1.0"):
         evaluate_policy(actor, tok, cfg, policy="p", episodes=2, temperature=-1.0)
+    with pytest.raises(ValueError, match="sampling_seeds is empty"):
+        evaluate_policy(actor, tok, cfg, policy="p", episodes=2, sampling_seeds=[])
 
 
 def test_expert_ceiling_on_an_ice_free_lake_is_certain():
