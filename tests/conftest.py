@@ -2,6 +2,8 @@
 
 import os
 
+import pytest
+
 for _var, _val in {
     "HF_HUB_OFFLINE": "1",
     "HF_DATASETS_OFFLINE": "1",
@@ -14,3 +16,14 @@ for _var, _val in {
     "MPLBACKEND": "Agg",
 }.items():
     os.environ.setdefault(_var, _val)
+
+
+@pytest.fixture
+def one_torch_thread():
+    """Run the test on one torch thread (runs are deterministic per thread count), then restore the count."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

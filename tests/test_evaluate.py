@@ -21,13 +21,7 @@ from ragen2.evaluate import (
 from ragen2.trainer.loop import train
 from tests.trainer._tiny import TINY_RUN
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")

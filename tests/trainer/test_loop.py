@@ -25,12 +25,7 @@ DOCUMENTED = ["rollout/score_mean", "rollout/success", "filter/kept_ratio", "fil
               "timing_s/rollout", "timing_s/update", "timing_s/diagnostics"]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")
