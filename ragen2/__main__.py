@@ -218,7 +218,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         report["expert_success"] = expert_success(cfg, args.episodes)
     if args.out:
         atomic_write_json(Path(args.out), report)
-    print(json.dumps({k: v for k, v in report.items() if k not in ("env_seeds", "successes")}))
+    per_episode = ("env_seeds", "successes", "turns", "invalid_turns", "response_tokens")
+    print(json.dumps({k: v for k, v in report.items() if k not in per_episode}))
     return 0
 
 

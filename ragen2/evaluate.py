@@ -43,10 +43,30 @@ class Evaluation:
     env_seeds: list[int]
     sampling_seeds: list[int]
     successes: np.ndarray
+    turns: np.ndarray | None = None
+    """Turns per episode, same shape as ``successes`` (``None`` in files written before it was recorded)."""
+    invalid_turns: np.ndarray | None = None
+    """Turns per episode whose reply held no valid action (cut off, unparsable or an unknown action)."""
+    response_tokens: np.ndarray | None = None
+    """Generated tokens per episode, all turns together."""
 
     @property
     def success(self) -> float:
         return float(self.successes.mean())
+
+    @property
+    def invalid_turn_rate(self) -> float:
+        """Share of all turns without a valid action (NaN when not recorded)."""
+        if self.turns is None or self.invalid_turns is None:
+            return float("nan")
+        return float(self.invalid_turns.sum() / max(1.0, float(self.turns.sum())))
+
+    @property
+    def tokens_per_turn(self) -> float:
+        """Mean generated tokens per turn (NaN when not recorded)."""
+        if self.turns is None or self.response_tokens is None:
+            return float("nan")
+        return float(self.response_tokens.sum() / max(1.0, float(self.turns.sum())))
 
     @property
     def stderr(self) -> float:
@@ -57,13 +77,22 @@ class Evaluation:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Evaluation:
         """Read back what :meth:`to_dict` wrote."""
+        def optional(key: str) -> np.ndarray | None:
+            return np.asarray(data[key], dtype=np.float64) if key in data else None
+
         return cls(str(data["policy"]), float(data["temperature"]), [int(s) for s in data["env_seeds"]],
-                   [int(s) for s in data["sampling_seeds"]], np.asarray(data["successes"], dtype=np.float64))
+                   [int(s) for s in data["sampling_seeds"]], np.asarray(data["successes"], dtype=np.float64),
+                   optional("turns"), optional("invalid_turns"), optional("response_tokens"))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"policy": self.policy, "temperature": self.temperature, "success": self.success,
-                "stderr": self.stderr, "episodes": int(self.successes.size), "env_seeds": self.env_seeds,
-                "sampling_seeds": self.sampling_seeds, "successes": self.successes.astype(int).tolist()}
+        out = {"policy": self.policy, "temperature": self.temperature, "success": self.success,
+               "stderr": self.stderr, "episodes": int(self.successes.size), "env_seeds": self.env_seeds,
+               "sampling_seeds": self.sampling_seeds, "successes": self.successes.astype(int).tolist()}
+        if self.turns is not None and self.invalid_turns is not None and self.response_tokens is not None:
+            out.update({"invalid_turn_rate": self.invalid_turn_rate, "tokens_per_turn": self.tokens_per_turn,
+                        "turns": self.turns.astype(int).tolist(), "invalid_turns": self.invalid_turns.astype(int).tolist(),
+                        "response_tokens": self.response_tokens.astype(int).tolist()})
+        return out
 
 
 def evaluation_seeds(cfg: RunConfig, episodes: int = DEFAULT_EPISODES) -> list[int]:
@@ -131,17 +160,17 @@ def evaluate_policy(actor, tokenizer, cfg: RunConfig, *, policy: str, episodes: 
         raise ValueError("sampling_seeds is empty: at least one sampling seed is needed")
     env_seeds = evaluation_seeds(cfg, episodes)
     actor.eval()
-    rows = []
+    per_episode = []  # (success, turns, invalid turns, response tokens), sampling seed by env seed
     for s in sampling_seeds:
-        row = []
         for b, start in enumerate(range(0, len(env_seeds), batch_size)):
             batch = collect_rollouts(actor, tokenizer, cfg.env, cfg.rollout, env_seeds[start:start + batch_size],
                                      group_size=1, temperature=temperature, seed=1000 * int(s) + b,
                                      greedy=temperature == 0)
-            row.extend(batch.successes[:, 0].tolist())
-        rows.append(row)
-    return Evaluation(policy, temperature, env_seeds, [int(s) for s in sampling_seeds],
-                      np.asarray(rows, dtype=np.float64).reshape(len(rows), len(env_seeds)))
+            per_episode.extend((t.success, len(t.turns), sum(not turn.valid for turn in t.turns), t.response_length)
+                               for t in batch.trajectories)
+    table = np.asarray(per_episode, dtype=np.float64).reshape(len(sampling_seeds), len(env_seeds), 4)
+    return Evaluation(policy, temperature, env_seeds, [int(s) for s in sampling_seeds], table[..., 0],
+                      table[..., 1], table[..., 2], table[..., 3])
 
 
 def expert_success(cfg: RunConfig, episodes: int = DEFAULT_EPISODES) -> float:
@@ -172,7 +201,8 @@ def learning_gains(start: Evaluation, ends: dict[str, list[Evaluation]]) -> pd.D
     Columns (success in points): ``start``, ``end_mean``, ``end_std``, ``gain_mean``, ``gain_std`` (the
     seed-to-seed spread: sample std of the runs' gains), ``t_p`` (one-sample t-test of the gains; NaN for
     one run), ``min_gain``, ``runs``, and ``above_spread``: ``gain_mean > gain_std`` with every run
-    gaining.
+    gaining; then ``start_invalid`` and ``end_invalid`` (percent of turns without a valid action, the runs'
+    mean; NaN where an evaluation did not record turns).
     """
     from ragen2.stats import paired_test
 
@@ -188,5 +218,7 @@ def learning_gains(start: Evaluation, ends: dict[str, list[Evaluation]]) -> pd.D
                      "end_mean": float(end.mean()), "end_std": float(end.std(ddof=1)) if end.size > 1 else float("nan"),
                      "gain_mean": float(gains.mean()), "gain_std": spread, "min_gain": float(gains.min()),
                      "t_p": result.t_p, "above_spread": bool(gains.size > 1 and gains.mean() > spread
-                                                             and gains.min() > 0)})
+                                                             and gains.min() > 0),
+                     "start_invalid": start.invalid_turn_rate * 100,
+                     "end_invalid": float(np.mean([e.invalid_turn_rate for e in evals])) * 100})
     return pd.DataFrame(rows)

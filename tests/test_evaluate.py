@@ -52,6 +52,28 @@ def test_same_arguments_give_the_same_successes_and_shapes_follow_the_seeds(trai
     assert a.env_seeds == evaluation_seeds(cfg, 5)
     record = a.to_dict()
     assert record["episodes"] == 10 and len(record["successes"]) == 2 and len(record["successes"][0]) == 5
+    for per_episode in (a.turns, a.invalid_turns, a.response_tokens):
+        assert per_episode.shape == (2, 5)
+    assert (a.turns >= 1).all() and (a.turns <= cfg.rollout.max_turns).all()
+    assert (a.invalid_turns >= 0).all() and (a.invalid_turns <= a.turns).all()
+    assert a.invalid_turn_rate == pytest.approx(a.invalid_turns.sum() / a.turns.sum())
+    assert a.tokens_per_turn == pytest.approx(a.response_tokens.sum() / a.turns.sum())
+    np.testing.assert_array_equal(a.invalid_turns, b.invalid_turns)
+    np.testing.assert_array_equal(a.response_tokens, b.response_tokens)
+
+
+def test_invalid_turns_match_the_rollouts_they_come_from(trained):
+    """One sampling seed, one batch: the evaluation's per-episode counts are those of the same rollout."""
+    from ragen2.rollout.collect import collect_rollouts
+
+    run_dir, cache = trained
+    cfg, actor, tok = load_run_policy(run_dir, "initial", cache_dir=cache)
+    ev = evaluate_policy(actor, tok, cfg, policy="p", episodes=4, sampling_seeds=[0], batch_size=4)
+    batch = collect_rollouts(actor, tok, cfg.env, cfg.rollout, evaluation_seeds(cfg, 4), group_size=1,
+                             temperature=cfg.rollout.val_temperature, seed=0)
+    assert ev.invalid_turns[0].tolist() == [sum(not u.valid for u in t.turns) for t in batch.trajectories]
+    assert ev.turns[0].tolist() == [len(t.turns) for t in batch.trajectories]
+    assert ev.response_tokens[0].tolist() == [t.response_length for t in batch.trajectories]
 
 
 def test_greedy_evaluation_does_not_depend_on_the_sampling_seed(trained):
@@ -119,6 +141,19 @@ def test_evaluation_round_trips_through_its_record():
     assert (back.env_seeds, back.sampling_seeds, back.temperature) == (ev.env_seeds, ev.sampling_seeds, 0.5)
     # stderr over env seeds of the per-seed means 1.0, 0.0, 0.5
     assert ev.stderr == pytest.approx(np.std([1.0, 0.0, 1.0 / 2], ddof=1) / np.sqrt(3))
+    assert back.turns is None and np.isnan(back.invalid_turn_rate) and np.isnan(back.tokens_per_turn)
+    assert "invalid_turn_rate" not in ev.to_dict()  # a file written before turns were recorded reads back the same
+
+
+def test_turn_counts_round_trip_and_give_the_invalid_rate():
+    ev = _evaluation([[1, 0], [0, 1]])
+    ev.turns, ev.invalid_turns = np.array([[2, 5], [5, 1]]), np.array([[0, 3], [1, 0]])
+    ev.response_tokens = np.array([[60, 200], [150, 30]])
+    record = json.loads(json.dumps(ev.to_dict()))
+    assert record["invalid_turn_rate"] == pytest.approx(4 / 13) and record["tokens_per_turn"] == pytest.approx(440 / 13)
+    back = Evaluation.from_dict(record)
+    np.testing.assert_array_equal(back.invalid_turns, ev.invalid_turns)
+    np.testing.assert_array_equal(back.response_tokens, ev.response_tokens)
 
 
 def test_paired_gain_refuses_evaluations_on_other_seeds_or_temperatures():
@@ -144,8 +179,22 @@ def test_learning_gains_by_hand():
     assert bool(table.loc["up", "above_spread"]) and table.loc["up", "runs"] == 2
     assert table.loc["noisy", "gain_mean"] == pytest.approx(0) and not table.loc["noisy", "above_spread"]
     assert np.isnan(table.loc["one", "gain_std"]) and not table.loc["one", "above_spread"]
+    assert np.isnan(table.loc["up", "start_invalid"]) and np.isnan(table.loc["up", "end_invalid"])
     with pytest.raises(ValueError, match="label 'none' has no evaluations"):
         learning_gains(start, {"none": []})
+
+
+def test_learning_gains_report_the_invalid_turn_share_of_start_and_runs():
+    def with_turns(successes, turns, invalid):
+        ev = _evaluation([successes])
+        ev.turns, ev.invalid_turns = np.array([turns], float), np.array([invalid], float)
+        ev.response_tokens = np.zeros_like(ev.turns)
+        return ev
+
+    start = with_turns([0, 1], [4, 2], [1, 0])  # 1 of 6 turns
+    ends = {"a": [with_turns([1, 1], [2, 2], [0, 0]), with_turns([0, 1], [5, 3], [4, 0])]}  # 0 and 1/2
+    row = learning_gains(start, ends).iloc[0]
+    assert row["start_invalid"] == pytest.approx(100 / 6) and row["end_invalid"] == pytest.approx(25)
 
 
 def test_gains_cli_prints_a_row_per_label_and_names_a_malformed_argument(tmp_path, capsys):
