@@ -178,7 +178,7 @@ def _cmd_warmstart(args: argparse.Namespace) -> int:
     from ragen2.trainer.pipeline import initial_policy_path
 
     _set_threads(args.threads)
-    cfg = load_config(args.run_id, params_path=args.params)
+    cfg = load_config(args.run_id, params_path=args.params, overrides=args.set)
     path = Path(initial_policy_path(cfg, Path(args.cache_dir)))
     if cfg.warm_start.steps == 0 and args.expect:  # no warm start: a marker naming the base policy
         marker = Path(args.expect)
@@ -196,6 +196,8 @@ def _add_warmstart(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("warmstart", help="build (or find) the warm start a run starts from")
     p.add_argument("run_id", help="a key of params.yaml's `runs` mapping")
     p.add_argument("--params", default="params.yaml", help="the params file (default: params.yaml)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config value as `train --set` does, e.g. --set env.name=sokoban (repeatable)")
     p.add_argument("--cache-dir", default="data/cache", help="policy / warm-start cache (default: data/cache)")
     p.add_argument("--expect", default=None, metavar="PATH", help="fail unless the warm start lands here")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")

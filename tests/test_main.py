@@ -38,8 +38,16 @@ def test_claims_command_merges_section_files(tmp_path, capsys):
 def test_profile_and_warmstart_arguments_parse():
     args = build_parser().parse_args(["warmstart", "r1", "--expect", "data/cache/warm_start/abc"])
     assert args.run_id == "r1" and args.expect == "data/cache/warm_start/abc" and args.cache_dir == "data/cache"
+    assert build_parser().parse_args(["warmstart", "r1", "--set", "warm_start.steps=5"]).set == ["warm_start.steps=5"]
     with pytest.raises(SystemExit):
         build_parser().parse_args(["profile", "gpu"])
+
+
+def test_warmstart_applies_set_overrides_and_names_a_bad_one(tmp_path):
+    params = tmp_path / "params.yaml"
+    params.write_text("base: {seed: 0}\nruns: {a: {}}\n")
+    with pytest.raises(ConfigError, match="nope"):
+        main(["warmstart", "a", "--params", str(params), "--set", "warm_start.nope=1", "--cache-dir", str(tmp_path)])
 
 
 def test_stale_runs_are_the_train_stages_of_dvc_status():
