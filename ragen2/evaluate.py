@@ -57,16 +57,18 @@ class Evaluation:
     @property
     def invalid_turn_rate(self) -> float:
         """Share of all turns without a valid action (NaN when not recorded)."""
-        if self.turns is None or self.invalid_turns is None:
-            return float("nan")
-        return float(self.invalid_turns.sum() / max(1.0, float(self.turns.sum())))
+        return self._per_turn(self.invalid_turns)
 
     @property
     def tokens_per_turn(self) -> float:
         """Mean generated tokens per turn (NaN when not recorded)."""
-        if self.turns is None or self.response_tokens is None:
+        return self._per_turn(self.response_tokens)
+
+    def _per_turn(self, counts: np.ndarray | None) -> float:
+        """``counts`` summed over all episodes, divided by all their turns."""
+        if self.turns is None or counts is None:
             return float("nan")
-        return float(self.response_tokens.sum() / max(1.0, float(self.turns.sum())))
+        return float(counts.sum() / max(1.0, float(self.turns.sum())))
 
     @property
     def stderr(self) -> float:
