@@ -135,6 +135,9 @@ class TrainerConfig:
     """epsilon_high of the clipped ratio (decoupled clip)."""
     dual_clip: float = 3.0
     """Dual-clip constant c for negative advantages (0 = off)."""
+    max_refill_rounds: int = 10
+    """DAPO dynamic sampling: at most this many extra rollouts per step, each of the groups still
+    missing, to replace the groups whose scores are all equal (0 = drop them without replacement)."""
     loss_agg_mode: str = "preset"
     """``preset`` (the algorithm's) | ``token-mean`` | ``seq-mean-token-sum`` | ``seq-mean-token-mean`` |
     ``seq-mean-token-sum-norm``."""

@@ -29,8 +29,9 @@ from ragen2.rollout import collect_rollouts
 from ragen2.rollout.prompt import THINK_OPEN
 from ragen2.rollout.types import RolloutBatch
 from ragen2.trainer.actor import update_actor
-from ragen2.trainer.algos import dynamic_sampling_keep, get_preset
+from ragen2.trainer.algos import get_preset
 from ragen2.trainer.critic import update_critic
+from ragen2.trainer.dynamic_sampling import dynamic_sampling
 from ragen2.trainer.pipeline import (
     build_models,
     loss_settings,
@@ -91,13 +92,15 @@ class Ragen2Stepper:
             rollout.env_groups, rollout.group_size)
         outcome = apply_filter(rollout.scores, cfg.filter, successes=rollout.successes, lengths=lengths)
         kept = [int(g) for g in outcome.kept]
-        if self.preset.dynamic_sampling:
-            varied = set(dynamic_sampling_keep(rollout.scores))
-            kept = [g for g in kept if g in varied]
         metrics = dict(outcome.metrics)
+        train_rollout = rollout
+        if self.preset.dynamic_sampling:
+            refilled = dynamic_sampling(self.models, cfg, rollout, kept, max(self.steps_done, 1))
+            train_rollout, kept = refilled.rollout, refilled.kept
+            metrics.update(refilled.metrics)
         if not kept:
             return metrics
-        batch, batch_metrics = prepare_update_batch(self.models, rollout, kept, cfg, self.preset)
+        batch, batch_metrics = prepare_update_batch(self.models, train_rollout, kept, cfg, self.preset)
         metrics.update(batch_metrics)
         settings = loss_settings(cfg, task_scale=keep_rate_scale(len(kept), rollout.env_groups, cfg.filter))
         mini = mini_batch_rows(cfg, len(batch), len(rollout))

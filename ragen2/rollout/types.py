@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -81,6 +83,14 @@ class RolloutBatch:
         """Row indices of the given groups."""
         k = self.group_size
         return [g * k + i for g in groups for i in range(k)]
+
+    def append_groups(self, other: RolloutBatch, groups: Sequence[int]) -> RolloutBatch:
+        """A new batch: this batch's groups, then ``groups`` of ``other`` renumbered after them."""
+        if other.group_size != self.group_size:
+            raise ValueError(f"group_size {other.group_size} of the appended batch != {self.group_size}")
+        added = [dataclasses.replace(t, group=self.env_groups + i)
+                 for i, g in enumerate(groups) for t in (other.trajectories[r] for r in other.group_rows([g]))]
+        return RolloutBatch(self.trajectories + added, self.env_groups + len(groups), self.group_size)
 
     def __len__(self) -> int:
         return len(self.trajectories)

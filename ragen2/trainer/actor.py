@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ragen2.trainer.batch import UpdateBatch, chunks
+from ragen2.trainer.batch import UpdateBatch, chunks, group_order
 from ragen2.trainer.losses import agg_denominator, aggregate, kl_penalty, logprobs_and_entropy, policy_loss
 from ragen2.trainer.prefix import first_trained_column, shared_prefix_forward
 
@@ -152,7 +152,8 @@ def actor_terms(model: nn.Module, mb: UpdateBatch, s: LossSettings, denoms: dict
 def update_actor(model: nn.Module, optimizer: torch.optim.Optimizer, batch: UpdateBatch, s: LossSettings, *,
                  mini_batch_size: int, micro_batch_size: int, epochs: int, grad_clip: float,
                  rng: np.random.Generator) -> dict[str, float]:
-    """PPO actor update: shuffled mini-batches (one optimiser step each), micro-batch accumulation.
+    """PPO actor update: mini-batches of whole prompt groups in a seeded random order
+    (:func:`~ragen2.trainer.batch.group_order`; one optimiser step each), micro-batch accumulation.
 
     Each mini-batch's loss uses that mini-batch's denominators, so accumulation over micro-batches
     is exact and the result does not depend on ``micro_batch_size``. A step whose gradient norm is
@@ -170,10 +171,9 @@ def update_actor(model: nn.Module, optimizer: torch.optim.Optimizer, batch: Upda
     logs: dict[str, list[float]] = {k: [] for k in keys}
     skipped = steps = 0
     for _ in range(epochs):
-        order = rng.permutation(len(batch))
+        order = group_order(batch.group_ids, rng)
         for mini_rows in chunks(len(batch), mini_batch_size):
-            # rows in batch order inside a mini-batch: a micro-batch then holds few prompt groups, so
-            # forward_logprobs runs few distinct prompts (the sum over micro-batches is order-free)
+            # rows in batch order inside a mini-batch, groups contiguous (the sum over micro-batches is order-free)
             mini = batch.select(np.sort(order[mini_rows.start:mini_rows.stop]))
             denoms = term_denominators(mini, s)
             optimizer.zero_grad(set_to_none=True)

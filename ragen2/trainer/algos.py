@@ -12,10 +12,11 @@ clip, also the reference's base default) and the KL from ``kl_coef`` (default 0)
 
 DAPO follows the published recipe rather than the reference repository (whose "DAPO" equals its
 PPO preset): group-relative advantages, decoupled clip, a token-level loss, and *dynamic sampling*,
-which keeps only groups whose scores are not all equal. Our dynamic sampling drops such groups but
-does **not** resample new prompts to refill the batch, so a DAPO batch may be smaller than
-``env_groups`` groups (and an all-constant batch skips the update, like an empty filter result).
-DAPO's overlong reward shaping is not implemented.
+which trains only on groups whose scores are not all equal and draws fresh groups to replace the
+others (:mod:`ragen2.trainer.dynamic_sampling`: at most ``trainer.max_refill_rounds`` extra rollouts
+a step, each of the groups still missing; a batch still short after them trains on fewer groups, and
+one with no varied group skips the update, like an empty filter result). DAPO's overlong reward
+shaping is not implemented.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from ragen2.rollout.types import Trajectory
@@ -130,3 +131,17 @@ def chunks(n: int, size: int) -> list[range]:
     if size < 1:
         raise ValueError(f"chunk size must be >= 1, got {size}")
     return [range(i, min(i + size, n)) for i in range(0, n, size)]
+
+
+def group_order(group_ids: torch.Tensor, rng: np.random.Generator) -> np.ndarray:
+    """Row order of one update epoch: the prompt groups in a random order, each group's rows together.
+
+    Cutting this order into consecutive mini-batches gives mini-batches of whole groups (a group is
+    split only where a mini-batch boundary falls inside it), as in the reference, whose veRL actor
+    splits the group-contiguous batch into consecutive mini-batches without shuffling rows. A
+    micro-batch then holds one or two prompts, which :func:`ragen2.trainer.prefix.shared_prefix_forward`
+    runs once each; shuffled rows would put most of the batch's prompts in every micro-batch.
+    """
+    groups = group_ids.detach().cpu().numpy()
+    unique = np.unique(groups)
+    return np.concatenate([np.flatnonzero(groups == unique[i]) for i in rng.permutation(len(unique))])

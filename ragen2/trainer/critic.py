@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ragen2.trainer.batch import UpdateBatch, chunks
+from ragen2.trainer.batch import UpdateBatch, chunks, group_order
 from ragen2.trainer.losses import agg_denominator, value_loss
 from ragen2.trainer.prefix import first_trained_column, shared_prefix_forward
 
@@ -57,8 +57,8 @@ def update_critic(critic: ValueModel, optimizer: torch.optim.Optimizer, batch: U
                   rng: np.random.Generator, value_clip: float = 0.5, share_prefix: bool = True) -> dict[str, float]:
     """Clipped value regression onto ``batch.returns`` over the task mask (kept rows only).
 
-    Rows are shuffled with ``rng`` and split into mini-batches (one optimiser step each), each
-    accumulated over micro-batches; the loss is a token mean over the whole mini-batch.
+    The prompt groups are put in a random order (``rng``, :func:`~ragen2.trainer.batch.group_order`)
+    and cut into mini-batches (one optimiser step each), each accumulated over micro-batches; the loss is a token mean over the whole mini-batch.
     ``share_prefix`` runs each distinct prompt once per micro-batch (off only to benchmark it).
 
     Returns:
@@ -70,9 +70,9 @@ def update_critic(critic: ValueModel, optimizer: torch.optim.Optimizer, batch: U
     params = [p for p in critic.parameters() if p.requires_grad]
     logs: dict[str, list[float]] = {"critic/vf_loss": [], "critic/vf_clipfrac": [], "critic/grad_norm": []}
     for _ in range(epochs):
-        order = rng.permutation(len(batch))
+        order = group_order(batch.group_ids, rng)
         for mini_rows in chunks(len(batch), mini_batch_size):
-            mini = batch.select(np.sort(order[mini_rows.start:mini_rows.stop]))  # few prompt groups per micro-batch
+            mini = batch.select(np.sort(order[mini_rows.start:mini_rows.stop]))  # groups contiguous
             denom = agg_denominator(mini.task_mask, "token-mean")
             if denom == 0:
                 continue

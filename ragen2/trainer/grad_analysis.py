@@ -157,13 +157,14 @@ def analyze_checkpoint(run_dir: Path, *, env_groups: int | None = None, group_si
     checkpoint has not trained on), with ``env_groups x group_size`` (default: the run's), is
     filtered with the run's filter and prepared exactly like a training batch. Nothing is written.
     """
-    import json
 
-    from ragen2.config import RunConfig, apply_overrides, from_dict
-    from ragen2.filter import apply_filter, keep_rate_scale
+    from ragen2.config import apply_overrides
+    from ragen2.evaluate import run_config
+    from ragen2.filter import apply_filter, group_std, keep_rate_scale
     from ragen2.rollout.collect import collect_rollouts
-    from ragen2.trainer.algos import dynamic_sampling_keep, get_preset
+    from ragen2.trainer.algos import get_preset
     from ragen2.trainer.checkpoint import latest_checkpoint, load_checkpoint
+    from ragen2.trainer.dynamic_sampling import dynamic_sampling
     from ragen2.trainer.pipeline import (
         build_models,
         initial_policy_path,
@@ -174,7 +175,7 @@ def analyze_checkpoint(run_dir: Path, *, env_groups: int | None = None, group_si
     )
 
     run_dir = Path(run_dir)
-    cfg = from_dict(RunConfig, json.loads((run_dir / "config.json").read_text()))
+    cfg = run_config(run_dir)
     overrides = []
     if env_groups is not None:
         overrides.append(f"rollout.env_groups={env_groups}")
@@ -196,13 +197,15 @@ def analyze_checkpoint(run_dir: Path, *, env_groups: int | None = None, group_si
                                seed=stream_seed(cfg.seed, "grad_analysis", step))
     outcome = apply_filter(rollout.scores, cfg.filter, successes=rollout.successes)
     kept = [int(g) for g in outcome.kept]
+    train_rollout = rollout
     if preset.dynamic_sampling:
-        kept = sorted(set(kept) & set(dynamic_sampling_keep(rollout.scores)))
+        refilled = dynamic_sampling(models, cfg, rollout, kept, step + 1)
+        train_rollout, kept = refilled.rollout, refilled.kept
     if not kept:
         raise RuntimeError("the filter kept no group of the analysis rollout")
-    batch, _ = prepare_update_batch(models, rollout, kept, cfg, preset)
+    batch, _ = prepare_update_batch(models, train_rollout, kept, cfg, preset)
     settings = loss_settings(cfg, keep_rate_scale(len(kept), rollout.env_groups, cfg.filter))
-    rv = {g: float(outcome.reward_std[g]) for g in range(rollout.env_groups)}
+    rv = dict(enumerate(group_std(train_rollout.scores).tolist()))
     return grad_analysis(models.actor, batch, rv, settings,
                          num_buckets=num_buckets or cfg.grad_analysis.num_buckets,
                          mini_batch_size=cfg.trainer.mini_batch_size,

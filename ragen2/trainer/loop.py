@@ -1,7 +1,7 @@
 """The RL training loop: ``train(cfg, run_dir)``, readable top to bottom (CleanRL style).
 
 One step (spec 0): rollout -> collapse diagnostics (unfiltered batch) -> filter (empty: no update)
--> old/ref log-probs, values, advantages -> critic update -> [gradient analysis] -> actor update
+-> [DAPO: constant groups replaced by fresh ones] -> old/ref log-probs, values, advantages -> critic update -> [gradient analysis] -> actor update
 -> validation -> log -> checkpoint.
 
 Run directory::
@@ -15,7 +15,8 @@ Metric names (one row per step in ``metrics.jsonl`` and dvclive; step 0 holds th
   response_length_max|num_actions_mean|pass_at_group``: the unfiltered training batch;
 - ``filter/...``: :func:`ragen2.filter.apply_filter` (``kept_count``, ``kept_ratio``, ``empty``,
   ``reward_std_mean`` = the spec's in-group reward std, ``zero_variance_count``, ``loss_scale``...);
-  ``filter/dynamic_sampling_dropped`` (DAPO), ``filter/consecutive_empty``;
+  ``filter/dynamic_sampling_dropped|rounds|drawn|short`` (DAPO:
+  :mod:`ragen2.trainer.dynamic_sampling`), ``filter/consecutive_empty``;
 - ``train/batch_rows|task_rows|task_tokens|mini_batch_rows``;
 - ``adv/mean|std|abs_max`` (over the task tokens);
 - ``actor/entropy_old`` (current actor on the batch), ``actor/pg_loss|entropy_loss|kl_loss|entropy|kl|
@@ -26,8 +27,8 @@ Metric names (one row per step in ``metrics.jsonl`` and dvclive; step 0 holds th
 - ``grad_norm/<bucket>/task|kl|entropy|reg|rv_mean``: gradient analysis steps;
 - ``val/success``, ``val/score``, ``val/response_length_mean``: validation steps;
 - ``early_stopped/<rule>`` = 1 on the step a rule fires;
-- ``timing_s/rollout|update|diagnostics|validation|step`` (``update`` = filter, batch preparation,
-  critic and actor updates; ``diagnostics`` = collapse metrics and gradient analysis).
+- ``timing_s/rollout|update|diagnostics|validation|step`` (``rollout`` includes DAPO's refill rollouts;
+  ``update`` = filter, batch preparation, critic and actor updates; ``diagnostics`` = collapse metrics and gradient analysis).
 
 Choices where the reference (spec) is not followed to the letter:
 
@@ -40,7 +41,10 @@ Choices where the reference (spec) is not followed to the letter:
   paper's text), and the policy-gradient term is multiplied by :func:`ragen2.filter.keep_rate_scale`.
 - Loss aggregation is exact over each mini-batch (denominators from the whole mini-batch), so it
   does not depend on ``micro_batch_size``; veRL aggregates per micro-batch.
-- Rows are shuffled before mini-batching (seeded); the models stay in eval mode (dropout off).
+- Mini-batches hold whole prompt groups, in a seeded random group order per epoch
+  (:func:`ragen2.trainer.batch.group_order`), as veRL's consecutive split of the group-ordered batch
+  gives; rows are not shuffled across groups, which lets each micro-batch run its one or two prompts
+  once. The models stay in eval mode (dropout off).
 - Validation uses one fixed sampling seed per run, so successive validations differ only through
   the policy. A run that stops early is validated at its last step, even after empty filter steps.
 """
@@ -63,10 +67,10 @@ import torch
 from tqdm.auto import tqdm
 
 from ragen2.config import RunConfig, to_dict
-from ragen2.filter import apply_filter, keep_rate_scale
+from ragen2.filter import apply_filter, group_std, keep_rate_scale
 from ragen2.metrics.collapse import collapse_due, collapse_metrics
 from ragen2.trainer.actor import update_actor
-from ragen2.trainer.algos import dynamic_sampling_keep, get_preset, resolve_agg_mode
+from ragen2.trainer.algos import get_preset, resolve_agg_mode
 from ragen2.trainer.checkpoint import (
     atomic_write_json,
     latest_checkpoint,
@@ -76,6 +80,7 @@ from ragen2.trainer.checkpoint import (
     set_rng_state,
 )
 from ragen2.trainer.critic import update_critic
+from ragen2.trainer.dynamic_sampling import dynamic_sampling
 from ragen2.trainer.early_stop import EarlyStopper
 from ragen2.trainer.grad_analysis import append_table, grad_analysis, table_metrics
 from ragen2.trainer.pipeline import (
@@ -218,10 +223,14 @@ def train(cfg: RunConfig, run_dir: Path, *, resume: bool = True, cache_dir: Path
                                lengths=_lengths(rollout))
         metrics.update(outcome.metrics)
         kept = [int(g) for g in outcome.kept]
+        train_rollout, t_refill = rollout, 0.0  # DAPO: constant groups replaced by fresh ones
         if preset.dynamic_sampling:
-            varied = set(dynamic_sampling_keep(rollout.scores))
-            metrics["filter/dynamic_sampling_dropped"] = float(len([g for g in kept if g not in varied]))
-            kept = [g for g in kept if g in varied]
+            t_refill = time.perf_counter()
+            refilled = dynamic_sampling(models, cfg, rollout, kept, step)
+            train_rollout, kept = refilled.rollout, refilled.kept
+            metrics.update(refilled.metrics)
+            t_refill = time.perf_counter() - t_refill
+            metrics["timing_s/rollout"] += t_refill
         stop_now = False
         if not kept:
             stop_now = stopper.on_empty_step()
@@ -231,7 +240,7 @@ def train(cfg: RunConfig, run_dir: Path, *, resume: bool = True, cache_dir: Path
 
         if kept:
             # ALGO LOGIC: old/ref log-probs, values, advantages
-            batch, batch_metrics = prepare_update_batch(models, rollout, kept, cfg, preset)
+            batch, batch_metrics = prepare_update_batch(models, train_rollout, kept, cfg, preset)
             metrics.update(batch_metrics)
             scale = keep_rate_scale(len(kept), rollout.env_groups, cfg.filter)
             settings = loss_settings(cfg, task_scale=scale)
@@ -248,7 +257,7 @@ def train(cfg: RunConfig, run_dir: Path, *, resume: bool = True, cache_dir: Path
             ga = cfg.grad_analysis
             if ga.enabled and (step - 1) % ga.every == 0:
                 td = time.perf_counter()
-                rv = {g: float(outcome.reward_std[g]) for g in range(rollout.env_groups)}
+                rv = dict(enumerate(group_std(train_rollout.scores).tolist()))
                 table = grad_analysis(actor, batch, rv, settings, num_buckets=ga.num_buckets,
                                       mini_batch_size=tc.mini_batch_size, micro_batch_size=tc.micro_batch_size,
                                       step=step)
@@ -260,7 +269,7 @@ def train(cfg: RunConfig, run_dir: Path, *, resume: bool = True, cache_dir: Path
             metrics.update(update_actor(actor, actor_opt, batch, settings, mini_batch_size=mini,
                                         micro_batch_size=micro, epochs=tc.ppo_epochs, grad_clip=tc.grad_clip,
                                         rng=shuffle_rng))
-        metrics["timing_s/update"] = time.perf_counter() - t0 - t_grad
+        metrics["timing_s/update"] = time.perf_counter() - t0 - t_grad - t_refill
         metrics["timing_s/diagnostics"] = t_diag + t_grad
 
         # validation every test_freq steps and at the end (empty steps validate only at the end)

@@ -8,7 +8,7 @@ import torch
 from ragen2 import envs
 from ragen2.config import EnvConfig, PolicyConfig, RolloutConfig
 from ragen2.policy import load_policy, make_tiny_policy
-from ragen2.rollout.backends import HFBackend
+from ragen2.rollout.backends import HFBackend, sample_tokens
 from ragen2.rollout.collect import collect_rollouts, execute_actions
 from ragen2.rollout.prompt import render
 from tests.rollout._fake_env import NAME, LineEnv, registered
@@ -229,3 +229,18 @@ def test_frozenlake_random_model(tmp_path):
     for traj in batch.trajectories:
         _check_sequence(tokenizer, traj)
         assert "Coordinates:" in traj.turns[0].prompt_text
+
+
+def test_sample_tokens_draws_from_the_tempered_softmax():
+    logits = torch.tensor([[0.0, 1.0, -float("inf"), 2.0], [3.0, -float("inf"), -float("inf"), 3.0]])
+    n, temperature = 20_000, 0.5
+    gen = torch.Generator().manual_seed(0)
+    draws = torch.stack([sample_tokens(logits, temperature, gen) for _ in range(n)])  # [n, 2]
+    probs = torch.softmax(logits.double() / temperature, dim=-1)
+    for row in range(2):
+        counts = torch.bincount(draws[:, row], minlength=4).double()
+        assert counts[probs[row] == 0].sum() == 0  # probability-0 tokens never come up
+        sigma = torch.sqrt(n * probs[row] * (1 - probs[row]))
+        assert torch.all((counts - n * probs[row]).abs() <= 4 * sigma + 1e-9), (row, counts, n * probs[row])
+    again = torch.stack([sample_tokens(logits, temperature, torch.Generator().manual_seed(0)) for _ in range(3)])
+    assert torch.equal(again[0], draws[0])  # the generator alone decides the draws

@@ -107,3 +107,28 @@ def test_logits_start_at_the_first_trained_token_and_match_the_full_forward():
         (lp * batch.loss_mask).sum().backward()
         grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
     torch.testing.assert_close(grads[0], grads[1], atol=1e-6, rtol=1e-5)
+
+
+def test_mini_batches_hold_whole_groups_in_a_seeded_random_order(monkeypatch):
+    import ragen2.trainer.actor as actor_mod
+
+    seen: list[list[int]] = []
+    real = actor_mod.actor_terms
+
+    def spy(model, mb, s, denoms, *args, **kw):
+        seen.append(mb.group_ids.tolist())
+        return real(model, mb, s, denoms, *args, **kw)
+
+    monkeypatch.setattr(actor_mod, "actor_terms", spy)
+    model = tiny_lm()
+    batch = grpo_batch(model, SCORES)  # 3 groups of 4 rows
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    orders = []
+    for seed in range(6):
+        seen.clear()
+        update_actor(model, opt, batch, settings(), mini_batch_size=4, micro_batch_size=4, epochs=1,
+                     grad_clip=1.0, rng=np.random.default_rng(seed))
+        assert all(len(set(ids)) == 1 and len(ids) == 4 for ids in seen)  # one whole group per mini-batch
+        orders.append(tuple(ids[0] for ids in seen))
+        assert sorted(orders[-1]) == [0, 1, 2]
+    assert len(set(orders)) > 1  # the group order is drawn from rng

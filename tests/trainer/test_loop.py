@@ -189,3 +189,36 @@ def test_keep_every_leaves_the_mid_run_checkpoints_on_disk(tmp_path, cache_dir):
 def test_negative_keep_every_is_named(tmp_path, cache_dir):
     with pytest.raises(ValueError, match="trainer.keep_every"):
         train(_cfg("trainer.keep_every=-1"), tmp_path / "run", cache_dir=cache_dir, progress=False)
+
+
+def test_dapo_refills_constant_groups_and_repeats_exactly(tmp_path, cache_dir, monkeypatch):
+    import ragen2.rollout.collect as collect_mod
+    from ragen2.trainer.dynamic_sampling import REFILL_SEED_OFFSET
+
+    real = collect_mod.collect_rollouts
+
+    def collect(model, tokenizer, env_cfg, rollout_cfg, seeds, **kw):  # refill groups made to vary
+        batch = real(model, tokenizer, env_cfg, rollout_cfg, seeds, **kw)
+        if min(seeds) >= rollout_cfg.train_seed + REFILL_SEED_OFFSET:
+            for g in range(batch.env_groups):
+                batch.trajectories[g * batch.group_size].score += 1.0
+        return batch
+
+    monkeypatch.setattr(collect_mod, "collect_rollouts", collect)
+    cfg = _cfg("trainer.algo=dapo", "trainer.steps=3", "trainer.max_refill_rounds=3", "collapse.enabled=false")
+    train(cfg, tmp_path / "a", cache_dir=cache_dir, progress=False)
+    rows = read_metrics(tmp_path / "a")[1:]
+    k, groups = cfg.rollout.group_size, cfg.rollout.env_groups
+    for row in rows:
+        dropped = row["filter/dynamic_sampling_dropped"]
+        assert row["filter/dynamic_sampling_rounds"] == (1 if dropped else 0)  # one round fills the batch
+        assert row["filter/dynamic_sampling_drawn"] == dropped and row["filter/dynamic_sampling_short"] == 0
+        assert row["train/task_rows"] == k * groups and math.isfinite(row["actor/pg_loss"])
+    assert sum(r["filter/dynamic_sampling_dropped"] for r in rows) > 0  # the untrained policy: constant groups
+    train(cfg, tmp_path / "b", cache_dir=cache_dir, progress=False)
+    assert _comparable(read_metrics(tmp_path / "b")) == _comparable(read_metrics(tmp_path / "a"))
+    monkeypatch.setattr(collect_mod, "collect_rollouts", real)  # constant refills: rounds run out, no update
+    train(cfg, tmp_path / "c", cache_dir=cache_dir, progress=False)
+    for row in read_metrics(tmp_path / "c")[1:]:
+        assert row["filter/dynamic_sampling_rounds"] == 3 and row["filter/dynamic_sampling_short"] == groups
+        assert "train/task_rows" not in row
