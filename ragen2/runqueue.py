@@ -8,7 +8,9 @@ trains run after run. Runs are handed out dearest first (:func:`by_cost`, from t
 
 A run trained in a worker is the same run as one trained alone: :func:`ragen2.trainer.loop.train`
 seeds every random stream from the run's config, so what a worker ran before does not change it
-(tested). An interrupted run resumes from its checkpoint, as with ``train``.
+(tested). An interrupted run resumes from its checkpoint, as with ``train``; a directory that holds a
+finished run (``summary.json``) or a run of another config starts over: ``make repro`` passes the runs
+DVC finds stale, so a finished one was trained by other code or settings.
 """
 
 from __future__ import annotations
@@ -46,11 +48,13 @@ def _init_worker(threads: int | None) -> None:
 
 def _train_one(run_id: str, cfg: RunConfig, cache_dir: str, runs_root: str) -> tuple[str, float, str | None]:
     """Train one run in a worker; ``(run_id, seconds, None)`` or ``(run_id, seconds, traceback)``."""
-    from ragen2.trainer.loop import train
+    from ragen2.trainer.loop import config_changes, train
 
     t0 = time.perf_counter()
     try:
-        train(cfg, Path(runs_root) / run_id, resume=True, cache_dir=Path(cache_dir), progress=False)
+        run_dir = Path(runs_root) / run_id
+        resume = not (run_dir / "summary.json").exists() and not config_changes(cfg, run_dir)
+        train(cfg, run_dir, resume=resume, cache_dir=Path(cache_dir), progress=False)
     except Exception:  # noqa: BLE001 - reported per run; the other runs go on
         return run_id, time.perf_counter() - t0, traceback.format_exc()
     return run_id, time.perf_counter() - t0, None

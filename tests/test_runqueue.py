@@ -76,3 +76,24 @@ def test_a_worker_trains_runs_in_turn_like_separate_processes_and_reports_failur
 
     assert comparable(tmp_path / "runs" / "b") == comparable(tmp_path / "alone")
     assert comparable(tmp_path / "runs" / "a") != comparable(tmp_path / "alone")
+
+
+def test_finished_or_reconfigured_runs_start_over_interrupted_ones_resume(tmp_path, monkeypatch):
+    import json
+
+    import ragen2.trainer.loop as loop
+    from ragen2.runqueue import _train_one
+
+    calls = []
+    monkeypatch.setattr(loop, "train", lambda cfg, run_dir, resume, **kw: calls.append((run_dir.name, resume)))
+    cfg = apply_overrides(RunConfig(), TINY)
+    runs = tmp_path / "runs"
+    for name in ("fresh", "interrupted", "finished", "other_config"):
+        if name != "fresh":
+            (runs / name).mkdir(parents=True)
+            other = apply_overrides(cfg, ["seed=5"]) if name == "other_config" else cfg
+            (runs / name / "config.json").write_text(json.dumps(to_dict(other)))
+        if name == "finished":
+            (runs / name / "summary.json").write_text("{}")
+        assert _train_one(name, cfg, str(tmp_path / "cache"), str(runs))[2] is None
+    assert calls == [("fresh", True), ("interrupted", True), ("finished", False), ("other_config", False)]

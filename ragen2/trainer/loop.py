@@ -149,6 +149,10 @@ def train(cfg: RunConfig, run_dir: Path, *, resume: bool = True, cache_dir: Path
             (run_dir / name).unlink(missing_ok=True)
     ckpt_path = latest_checkpoint(run_dir)
     if ckpt_path is not None:
+        changed = config_changes(cfg, run_dir)
+        if changed:
+            raise ValueError(f"{run_dir} holds a run of another config ({', '.join(changed[:6])} differ): "
+                             "resuming would mix the two; start over with resume=False (--no-resume)")
         state = load_checkpoint(ckpt_path, map_location=next(actor.parameters()).device)
         actor.load_state_dict(state["actor"])
         actor_opt.load_state_dict(state["actor_opt"])
@@ -331,6 +335,22 @@ def validate_config(cfg: RunConfig) -> None:
     for name, value, ok in checks:
         if not ok:
             raise ValueError(f"invalid {name}: {value!r}")
+
+
+def config_changes(cfg: RunConfig, run_dir: Path) -> list[str]:
+    """Dotted keys whose value in ``run_dir/config.json`` differs from ``cfg`` (none when no config is recorded)."""
+    path = Path(run_dir) / "config.json"
+    if not path.exists():
+        return []
+
+    def flat(d: dict, prefix: str = "") -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, v in d.items():
+            out.update(flat(v, f"{prefix}{k}.") if isinstance(v, dict) and v else {f"{prefix}{k}": v})
+        return out
+
+    old, new = flat(json.loads(path.read_text())), flat(json.loads(json.dumps(to_dict(cfg))))
+    return sorted(k for k in old.keys() | new.keys() if old.get(k, "<missing>") != new.get(k, "<missing>"))
 
 
 def _lengths(rollout) -> np.ndarray:

@@ -222,3 +222,12 @@ def test_dapo_refills_constant_groups_and_repeats_exactly(tmp_path, cache_dir, m
     for row in read_metrics(tmp_path / "c")[1:]:
         assert row["filter/dynamic_sampling_rounds"] == 3 and row["filter/dynamic_sampling_short"] == groups
         assert "train/task_rows" not in row
+
+
+def test_resuming_a_run_of_another_config_is_refused(tmp_path, cache_dir):
+    cfg = _cfg("trainer.algo=grpo", "trainer.steps=1", "collapse.enabled=false")
+    train(cfg, tmp_path / "a", cache_dir=cache_dir, progress=False)
+    with pytest.raises(ValueError, match=r"another config \(seed, trainer.actor_lr differ\)"):
+        train(apply_overrides(cfg, ["seed=3", "trainer.actor_lr=0.5"]), tmp_path / "a", cache_dir=cache_dir)
+    again = train(cfg, tmp_path / "a", cache_dir=cache_dir, progress=False)  # the same config resumes
+    assert again["steps_completed"] == 1
