@@ -88,14 +88,15 @@ INITIAL_POLICY_DIR = WARM_START_DIR
 and dvc.yaml is the same for every profile (``initial_policy_path`` never writes there when steps is 0)."""
 
 S_PER_STEP: dict[str, float | dict[str, float]] = {
-    "frozenlake": {"ppo": 2.49, "grpo": 1.80, "dapo": 1.69, "dr_grpo": 1.82},
+    "frozenlake": {"ppo": 2.49, "grpo": 1.70, "dapo": 1.72, "dr_grpo": 1.69},
 }
 """Measured seconds per RL step with the CPU profile's settings (FrozenLake, single turn, 8 x 8 rollouts of
 <= 64 tokens, MI every 10 steps, validation on 64 seeds every 10 steps, gradient decomposition at steps 1
 and 16 in PPO/GRPO), per algorithm: each run's ``timings_s.total_elapsed`` (which includes its step-0
-validation and checkpoints) over its steps, averaged over the 82 runs of the fresh-clone ``make repro`` of
-2026-11-29 18:46-19:28 UTC (two worker processes, one torch thread each, nothing else running), with the
-shared-prompt forward (:mod:`ragen2.trainer.prefix`) and repeated prompts scored once in the MI diagnostics.
+validation and checkpoints) over its steps, averaged over the 82 runs of the ``make repro`` of 2026-11-30
+02:58-03:41 UTC (two worker processes, one torch thread each, nothing else running), with the shared-prompt
+forward (:mod:`ragen2.trainer.prefix`), mini-batches of whole groups, repeated prompts scored once in the MI
+diagnostics and DAPO's refill rollouts (about one round of two groups a step).
 PPO's critic makes it the dearest; the GRPO mean includes the slip-100 % Top-p runs, whose updates are all
 empty. Per env, either one number or a number per algorithm. Sokoban was not measured (it is not in the
 CPU grid)."""
