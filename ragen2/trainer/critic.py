@@ -58,7 +58,8 @@ def update_critic(critic: ValueModel, optimizer: torch.optim.Optimizer, batch: U
     """Clipped value regression onto ``batch.returns`` over the task mask (kept rows only).
 
     The prompt groups are put in a random order (``rng``, :func:`~ragen2.trainer.batch.group_order`)
-    and cut into mini-batches (one optimiser step each), each accumulated over micro-batches; the loss is a token mean over the whole mini-batch.
+    and cut into mini-batches (one optimiser step each), each accumulated over micro-batches; the
+    loss is a token mean over the whole mini-batch.
     ``share_prefix`` runs each distinct prompt once per micro-batch (off only to benchmark it).
 
     Returns:

@@ -155,9 +155,9 @@ def analyze_checkpoint(run_dir: Path, *, env_groups: int | None = None, group_si
 
     The rollout uses the training seeds of the step after the checkpoint (so it is data the
     checkpoint has not trained on), with ``env_groups x group_size`` (default: the run's), is
-    filtered with the run's filter and prepared exactly like a training batch. Nothing is written.
+    filtered with the run's filter and prepared exactly like a training batch (DAPO: with its refill
+    rounds). Nothing is written.
     """
-
     from ragen2.config import apply_overrides
     from ragen2.evaluate import run_config
     from ragen2.filter import apply_filter, group_std, keep_rate_scale

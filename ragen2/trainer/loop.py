@@ -1,8 +1,8 @@
 """The RL training loop: ``train(cfg, run_dir)``, readable top to bottom (CleanRL style).
 
 One step (spec 0): rollout -> collapse diagnostics (unfiltered batch) -> filter (empty: no update)
--> [DAPO: constant groups replaced by fresh ones] -> old/ref log-probs, values, advantages -> critic update -> [gradient analysis] -> actor update
--> validation -> log -> checkpoint.
+-> [DAPO: constant groups replaced by fresh ones] -> old/ref log-probs, values, advantages -> critic
+update -> [gradient analysis] -> actor update -> validation -> log -> checkpoint.
 
 Run directory::
 
@@ -27,8 +27,9 @@ Metric names (one row per step in ``metrics.jsonl`` and dvclive; step 0 holds th
 - ``grad_norm/<bucket>/task|kl|entropy|reg|rv_mean``: gradient analysis steps;
 - ``val/success``, ``val/score``, ``val/response_length_mean``: validation steps;
 - ``early_stopped/<rule>`` = 1 on the step a rule fires;
-- ``timing_s/rollout|update|diagnostics|validation|step`` (``rollout`` includes DAPO's refill rollouts;
-  ``update`` = filter, batch preparation, critic and actor updates; ``diagnostics`` = collapse metrics and gradient analysis).
+- ``timing_s/rollout|update|diagnostics|validation|step`` (``rollout`` includes DAPO's refill
+  rollouts; ``update`` = filter, batch preparation, critic and actor updates; ``diagnostics`` =
+  collapse metrics and gradient analysis).
 
 Choices where the reference (spec) is not followed to the letter:
 
@@ -322,6 +323,7 @@ def validate_config(cfg: RunConfig) -> None:
         ("trainer.mini_batch_size", tc.mini_batch_size, tc.mini_batch_size >= 1),
         ("trainer.micro_batch_size", tc.micro_batch_size, tc.micro_batch_size >= 1),
         ("trainer.ppo_epochs", tc.ppo_epochs, tc.ppo_epochs >= 1),
+        ("trainer.max_refill_rounds", tc.max_refill_rounds, tc.max_refill_rounds >= 0),
         ("trainer.keep_every", tc.keep_every, tc.keep_every >= 0),
         ("trainer.entropy_scope", tc.entropy_scope, tc.entropy_scope in ("all", "reasoning")),
         ("trainer.kl_type", tc.kl_type, tc.kl_type in ("k1", "k2", "k3")),

@@ -105,6 +105,8 @@ def test_grpo_run_is_finite_moves_parameters_and_repeats_exactly(tmp_path, cache
 def test_bad_setting_is_named(tmp_path, cache_dir):
     with pytest.raises(ValueError, match="entropy_scope"):
         train(_cfg("trainer.entropy_scope=thinking"), tmp_path / "x", cache_dir=cache_dir)
+    with pytest.raises(ValueError, match="max_refill_rounds: -2"):
+        train(_cfg("trainer.max_refill_rounds=-2"), tmp_path / "y", cache_dir=cache_dir)
 
 
 @pytest.mark.slow
