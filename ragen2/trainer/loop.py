@@ -70,6 +70,7 @@ from tqdm.auto import tqdm
 from ragen2.config import RunConfig, to_dict
 from ragen2.filter import apply_filter, group_std, keep_rate_scale
 from ragen2.metrics.collapse import collapse_due, collapse_metrics
+from ragen2.results_io import flatten
 from ragen2.trainer.actor import update_actor
 from ragen2.trainer.algos import get_preset, resolve_agg_mode
 from ragen2.trainer.checkpoint import (
@@ -344,14 +345,7 @@ def config_changes(cfg: RunConfig, run_dir: Path) -> list[str]:
     path = Path(run_dir) / "config.json"
     if not path.exists():
         return []
-
-    def flat(d: dict, prefix: str = "") -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for k, v in d.items():
-            out.update(flat(v, f"{prefix}{k}.") if isinstance(v, dict) and v else {f"{prefix}{k}": v})
-        return out
-
-    old, new = flat(json.loads(path.read_text())), flat(json.loads(json.dumps(to_dict(cfg))))
+    old, new = flatten(json.loads(path.read_text())), flatten(to_dict(cfg))
     return sorted(k for k in old.keys() | new.keys() if old.get(k, "<missing>") != new.get(k, "<missing>"))
 
 
