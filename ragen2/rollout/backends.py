@@ -159,8 +159,8 @@ def sample_tokens(logits: torch.Tensor, temperature: float, generator: torch.Gen
 
     Inverse-CDF sampling: one uniform draw per row, located in the row's cumulative probabilities
     (float64). The same distribution as ``torch.multinomial``, which on CPU draws an exponential
-    variate per vocabulary entry (15 % of a CPU default rollout). A token of probability 0 is never
-    drawn: its interval of the cumulative sum is empty.
+    variate per vocabulary entry (about 0.1 s of a 0.85 s CPU default rollout at 8 x 16). A token of
+    probability 0 is never drawn: its interval of the cumulative sum is empty.
     """
     probs = torch.softmax(logits.double() / temperature, dim=-1)
     cdf = probs.cumsum(dim=-1)
