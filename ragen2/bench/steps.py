@@ -93,11 +93,9 @@ class Ragen2Stepper:
         outcome = apply_filter(rollout.scores, cfg.filter, successes=rollout.successes, lengths=lengths)
         kept = [int(g) for g in outcome.kept]
         metrics = dict(outcome.metrics)
-        train_rollout = rollout
-        if self.preset.dynamic_sampling:
-            refilled = dynamic_sampling(self.models, cfg, rollout, kept, max(self.steps_done, 1))
-            train_rollout, kept = refilled.rollout, refilled.kept
-            metrics.update(refilled.metrics)
+        refilled = dynamic_sampling(self.models, cfg, rollout, kept, max(self.steps_done, 1))  # DAPO only
+        train_rollout, kept = refilled.rollout, refilled.kept
+        metrics.update(refilled.metrics)
         if not kept:
             return metrics
         batch, batch_metrics = prepare_update_batch(self.models, train_rollout, kept, cfg, self.preset)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from ragen2.config import RunConfig
 from ragen2.rollout.types import RolloutBatch
-from ragen2.trainer.algos import dynamic_sampling_keep
+from ragen2.trainer.algos import dynamic_sampling_keep, get_preset
 from ragen2.trainer.pipeline import stream_seed
 
 REFILL_SEED_OFFSET = 1_000_000
@@ -84,8 +84,12 @@ def refill_seeds(cfg: RunConfig, step: int, round_: int, n: int) -> list[int]:
 
 def dynamic_sampling(models, cfg: RunConfig, rollout: RolloutBatch, kept: list[int], step: int) -> Refilled:
     """:func:`refill_groups` with fresh rollouts of the current actor (training temperature and group size,
-    a sampling seed per step and round), as the training loop runs it."""
+    a sampling seed per step and round), as the training loop runs it. For algorithms without dynamic
+    sampling (all but DAPO) the batch and ``kept`` come back unchanged, with no metrics."""
     from ragen2.rollout.collect import collect_rollouts
+
+    if not get_preset(cfg.trainer.algo).dynamic_sampling:
+        return Refilled(rollout, list(kept))
 
     def draw(n: int, round_: int) -> RolloutBatch:
         return collect_rollouts(models.actor, models.tokenizer, cfg.env, cfg.rollout, refill_seeds(cfg, step, round_, n),

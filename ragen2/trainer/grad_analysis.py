@@ -197,10 +197,8 @@ def analyze_checkpoint(run_dir: Path, *, env_groups: int | None = None, group_si
                                seed=stream_seed(cfg.seed, "grad_analysis", step))
     outcome = apply_filter(rollout.scores, cfg.filter, successes=rollout.successes)
     kept = [int(g) for g in outcome.kept]
-    train_rollout = rollout
-    if preset.dynamic_sampling:
-        refilled = dynamic_sampling(models, cfg, rollout, kept, step + 1)
-        train_rollout, kept = refilled.rollout, refilled.kept
+    refilled = dynamic_sampling(models, cfg, rollout, kept, step + 1)  # DAPO only
+    train_rollout, kept = refilled.rollout, refilled.kept
     if not kept:
         raise RuntimeError("the filter kept no group of the analysis rollout")
     batch, _ = prepare_update_batch(models, train_rollout, kept, cfg, preset)

@@ -229,14 +229,12 @@ def train(cfg: RunConfig, run_dir: Path, *, resume: bool = True, cache_dir: Path
                                lengths=_lengths(rollout))
         metrics.update(outcome.metrics)
         kept = [int(g) for g in outcome.kept]
-        train_rollout, t_refill = rollout, 0.0  # DAPO: constant groups replaced by fresh ones
-        if preset.dynamic_sampling:
-            t_refill = time.perf_counter()
-            refilled = dynamic_sampling(models, cfg, rollout, kept, step)
-            train_rollout, kept = refilled.rollout, refilled.kept
-            metrics.update(refilled.metrics)
-            t_refill = time.perf_counter() - t_refill
-            metrics["timing_s/rollout"] += t_refill
+        t_refill = time.perf_counter()  # DAPO: constant groups replaced by fresh ones (others: unchanged)
+        refilled = dynamic_sampling(models, cfg, rollout, kept, step)
+        train_rollout, kept = refilled.rollout, refilled.kept
+        metrics.update(refilled.metrics)
+        t_refill = time.perf_counter() - t_refill
+        metrics["timing_s/rollout"] += t_refill
         stop_now = False
         if not kept:
             stop_now = stopper.on_empty_step()

@@ -4,7 +4,7 @@ import pytest
 
 from ragen2.config import RunConfig, apply_overrides
 from ragen2.rollout.types import RolloutBatch, Trajectory
-from ragen2.trainer.dynamic_sampling import REFILL_SEED_OFFSET, refill_groups, refill_seeds
+from ragen2.trainer.dynamic_sampling import REFILL_SEED_OFFSET, dynamic_sampling, refill_groups, refill_seeds
 from ragen2.trainer.pipeline import train_seeds
 
 
@@ -64,6 +64,14 @@ def test_no_rounds_only_drops_and_nothing_to_do_draws_nothing():
     assert refill_groups(step, [], Drawer(), max_rounds=5).kept == []  # empty filter result: no refill
     with pytest.raises(ValueError, match="-1"):
         refill_groups(step, [0], Drawer(), max_rounds=-1)
+
+
+@pytest.mark.parametrize("algo", ["ppo", "grpo", "dr_grpo"])
+def test_algorithms_without_dynamic_sampling_get_the_batch_back_unchanged(algo):
+    cfg = apply_overrides(RunConfig(), [f"trainer.algo={algo}"])
+    step = _batch([[1, 1], [0, 1], [0, 0]])
+    out = dynamic_sampling(None, cfg, step, [0, 2], step=1)  # no models: nothing may be drawn
+    assert out.rollout is step and out.kept == [0, 2] and out.metrics == {}
 
 
 def test_a_draw_of_the_wrong_size_is_named():
