@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Did RL learn? The README's learning tables, rebuilt: train PPO, GRPO, DAPO and Dr. GRPO for several
 # seeds from one shared warm start, re-score the warm start and every final policy on the same
-# 512 env seeds x 2 sampling seeds (temperature 0.5), and print the paired gains per algorithm.
+# episodes (512 env seeds x 8 sampling seeds on FrozenLake, x 2 on Sokoban; temperature 0.5), and
+# print the paired gains per algorithm.
 #
 #   examples/learning_check.sh frozenlake|sokoban [OUT_DIR]      (run from the repository root)
 #
 # Settings (environment variables): ALGOS ("ppo grpo dapo dr_grpo"), SEEDS ("0 1 2 3"), WORKERS (2
-# runs side by side, one torch thread each), STEPS (100 FrozenLake, 50 Sokoban), EPISODES (512),
-# CACHE (data/cache), PYTHON (python). Runs resume where they stopped; finished evaluations are kept.
+# runs side by side, one torch thread each), STEPS (100 FrozenLake, 50 Sokoban), EPISODES (512 env
+# seeds), SAMPLING_SEEDS (trajectories per env seed: 8 FrozenLake, 2 Sokoban), CACHE (policy and
+# warm-start cache: FrozenLake data/cache, the pipeline's; Sokoban OUT_DIR/cache, so that its warm
+# start stays out of data/cache/warm_start, which notebooks 04 and 07 depend on), PYTHON (python).
+# Runs resume where they stopped; finished evaluations are kept.
 # FrozenLake: 8 x 16 rollouts, lr 1e-4, the pipeline's warm start. Sokoban (not in the pipeline):
 # 6x6, 5 turns x 2 moves, 96 new tokens a turn, 8 x 8 rollouts, actor lr 3e-5, a 500-step warm start
 # built first on two threads (it takes about 6 minutes; its weights depend on the thread count).
@@ -19,16 +23,19 @@ algos=${ALGOS:-ppo grpo dapo dr_grpo}
 seeds=${SEEDS:-0 1 2 3}
 workers=${WORKERS:-2}
 episodes=${EPISODES:-512}
-cache=${CACHE:-data/cache}
 python=${PYTHON:-python}
 
 case $env_name in
   frozenlake)
     steps=${STEPS:-100}
+    sampling_seeds=${SAMPLING_SEEDS:-8}
+    cache=${CACHE:-data/cache}
     overrides="--set rollout.group_size=16 --set trainer.steps=$steps --set trainer.save_freq=$steps"
     ;;
   sokoban)
     steps=${STEPS:-50}
+    sampling_seeds=${SAMPLING_SEEDS:-2}
+    cache=${CACHE:-$out/cache}
     save=$(( steps < 25 ? steps : 25 ))
     overrides="--set env.name=sokoban --set env.kwargs={} --set rollout.max_turns=5 \
       --set rollout.max_actions_per_turn=2 --set rollout.max_actions_per_traj=10 \
@@ -56,19 +63,20 @@ one_run() {  # algo seed: train, then evaluate the final policy
   # shellcheck disable=SC2086
   $python -m ragen2 train "frozenlake__$1__none__main__s$2" $overrides --run-dir "$run" \
     --cache-dir "$cache" --threads 1 > "$run.log" 2>&1 || { echo "$1 seed $2: training failed, see $run.log" >&2; return 1; }
-  [ -f "$result" ] || $python -m ragen2 evaluate "$run" --episodes "$episodes" --cache-dir "$cache" \
-    --threads 1 --out "$result" > /dev/null
+  [ -f "$result" ] || $python -m ragen2 evaluate "$run" --episodes "$episodes" \
+    --sampling-seeds "$sampling_seeds" --cache-dir "$cache" --threads 1 --out "$result" > /dev/null
   echo "$1 seed $2: $(grep -o '"success": [0-9.]*' "$result")"
 }
 export -f one_run
-export out overrides cache episodes python
+export out overrides cache episodes sampling_seeds python
 
 for algo in $algos; do for seed in $seeds; do echo "$algo $seed"; done; done \
   | xargs -P "$workers" -L 1 bash -c 'one_run "$0" "$1"'
 
 start="$out/eval/start.json"
 [ -f "$start" ] || $python -m ragen2 evaluate "$out/runs/${first_algo}_s${first_seed}" --checkpoint initial \
-  --expert --episodes "$episodes" --cache-dir "$cache" --threads "$workers" --out "$start" > /dev/null
+  --expert --episodes "$episodes" --sampling-seeds "$sampling_seeds" --cache-dir "$cache" \
+  --threads "$workers" --out "$start" > /dev/null
 labels=()
 for algo in $algos; do
   files=""
