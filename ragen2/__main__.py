@@ -17,7 +17,7 @@ Commands:
   several runs on long-lived worker processes, dearest first (:mod:`ragen2.runqueue`); exits 1 if any failed.
 - ``stale-runs``: print the run ids whose DVC ``train`` stage is not up to date (``dvc status``), one per
   line; ``make repro`` trains those with ``train-runs`` and records them with ``commit-runs``.
-- ``evaluate RUN_DIR [--checkpoint latest|initial|STEP] [--episodes 512] [--sampling-seeds 2] [--temperature T]
+- ``evaluate RUN_DIR [--checkpoint latest|initial|STEP] [--episodes 512] [--sampling-seeds 8] [--temperature T]
   [--expert] [--out FILE] [--threads N]``: a run's policy re-scored on many paired validation seeds
   (:mod:`ragen2.evaluate`); prints success and its standard error, writes the per-episode successes to ``--out``.
 - ``gains START.json LABEL=END.json[,END.json...] ...``: the learning table of several evaluations
@@ -230,7 +230,7 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run_dir", help="a run directory (config.json, checkpoints/)")
     p.add_argument("--checkpoint", default="latest", help="latest (default), initial (the warm start) or a kept step")
     p.add_argument("--episodes", type=int, default=512, help="env seeds from the run's val_seed on (default: 512)")
-    p.add_argument("--sampling-seeds", type=int, default=2, help="trajectories per env seed (default: 2)")
+    p.add_argument("--sampling-seeds", type=int, default=8, help="trajectories per env seed (default: 8)")
     p.add_argument("--temperature", type=float, default=None,
                    help="sampling temperature, 0 = greedy (default: the run's val_temperature)")
     p.add_argument("--expert", action="store_true", help="also score the expert on the same env seeds")
