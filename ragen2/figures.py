@@ -336,7 +336,9 @@ def fig_grad_decomposition(
             sub = agg[(agg["step"] == step) & (agg[hue] == level)].sort_values("bucket")
             if sub.empty:
                 continue
-            err = np.vstack([sub["rv_mean"] - sub["rv_min"], sub["rv_max"] - sub["rv_mean"]])
+            # the mean of equal RVs over runs can round an ulp past their min or max (3 x 0.0577...),
+            # and errorbar rejects negative whiskers
+            err = np.clip(np.vstack([sub["rv_mean"] - sub["rv_min"], sub["rv_max"] - sub["rv_mean"]]), 0.0, None)
             ax_rv.errorbar(
                 sub["bucket"] + offset,
                 sub["rv_mean"],

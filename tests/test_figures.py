@@ -180,6 +180,18 @@ def test_grad_decomposition_rows_per_step():
         F.fig_grad_decomposition(grad, steps=[99])
 
 
+
+def test_grad_decomposition_whiskers_survive_rounding():
+    # three runs with one equal RV: their pandas mean is an ulp below it, a -7e-18 whisker
+    rv = 0.05773502691896258
+    assert pd.Series([rv] * 3).mean() < rv
+    grad = pd.DataFrame([{"algo": "ppo", "run": r, "step": 2, "bucket": "1", "rv_mean": rv, "rv_min": rv,
+                          "rv_max": rv, "task_norm": 1.0, "reg_norm": 0.3} for r in range(3)])
+    fig = F.fig_grad_decomposition(grad)
+    lower, upper = fig.axes[0].containers[0].lines[2][0].get_segments()[0][:, 1]  # the whisker
+    assert lower <= rv <= upper and upper - lower < 1e-15
+    _close(fig)
+
 def test_success_curves_and_output_length(steps):
     fig = F.fig_success_curves(steps)
     assert _axes_count(fig) == len(ENVS)
