@@ -9,7 +9,7 @@
 # Settings (environment variables): ALGOS ("ppo grpo dapo dr_grpo"), SEEDS ("0 1 2 3"), WORKERS (2
 # runs side by side, one torch thread each), STEPS (100 FrozenLake, 50 Sokoban), EPISODES (512 env
 # seeds), SAMPLING_SEEDS (trajectories per env seed, 8: with 2, a score's sampling error,
-# about 0.9 points, was as large as the seed-to-seed spread of the gains), CACHE (policy and
+# 0.7-0.9 points, was as large as the seed-to-seed spread of the gains), CACHE (policy and
 # warm-start cache: FrozenLake data/cache, the pipeline's; Sokoban OUT_DIR/cache, so that its warm
 # start stays out of data/cache/warm_start, which notebooks 04 and 07 depend on), PYTHON (python).
 # Runs resume where they stopped; finished evaluations are kept.

@@ -180,7 +180,6 @@ def test_grad_decomposition_rows_per_step():
         F.fig_grad_decomposition(grad, steps=[99])
 
 
-
 def test_grad_decomposition_whiskers_survive_rounding():
     # three runs with one equal RV: their pandas mean is an ulp below it, a -7e-18 whisker
     rv = 0.05773502691896258
@@ -191,6 +190,7 @@ def test_grad_decomposition_whiskers_survive_rounding():
     lower, upper = fig.axes[0].containers[0].lines[2][0].get_segments()[0][:, 1]  # the whisker
     assert lower <= rv <= upper and upper - lower < 1e-15
     _close(fig)
+
 
 def test_success_curves_and_output_length(steps):
     fig = F.fig_success_curves(steps)
