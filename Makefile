@@ -5,6 +5,10 @@ PY := $(VENV)/bin/python
 # The CPU build of torch that lies on this machine's disk; override on other machines,
 # e.g. `make setup TORCH_SPEC=torch` (a CUDA build) on a GPU box.
 TORCH_SPEC ?= torch==2.13.0
+# Exact versions of every package (pip constraints) that made the committed results; `make setup LOCK=` installs
+# from pyproject.toml's ranges instead (e.g. with a CUDA torch), `make lock` refreshes the file.
+LOCK ?= requirements-cpu.lock
+CONSTRAINTS := $(if $(LOCK),-c $(LOCK))
 PROFILE ?=
 
 # Everything runs offline: no Hub downloads, no telemetry, no DVC analytics.
@@ -18,14 +22,14 @@ export TRL_EXPERIMENTAL_SILENCE := 1
 export TOKENIZERS_PARALLELISM := false
 export MPLBACKEND := Agg
 
-.PHONY: setup test test-slow repro lint bench clean-venv params smoke
+.PHONY: setup test test-slow repro lint bench clean-venv params smoke lock
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml $(LOCK)
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check "$(TORCH_SPEC)"
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(PY) -m pip install --quiet --disable-pip-version-check $(CONSTRAINTS) "$(TORCH_SPEC)"
+	$(PY) -m pip install --quiet --disable-pip-version-check $(CONSTRAINTS) -e '.[dev]'
 	@# DeepCoder's sandbox uses Debian's bubblewrap; install it when we can (root + apt).
 	@command -v bwrap >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null) ; } || \
@@ -75,6 +79,18 @@ lint: setup
 
 bench: setup
 	$(PY) -m ragen2.bench
+
+# Re-resolve every package from pyproject.toml's ranges in a scratch venv and write the lock file. Commit it
+# together with results made in that environment (a new lock changes floating-point results).
+LOCK_VENV ?= /tmp/ragen2-lock-venv
+lock:
+	rm -rf $(LOCK_VENV) && python3 -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/pip install --quiet --disable-pip-version-check "$(TORCH_SPEC)"
+	$(LOCK_VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	{ echo "# The exact environment of the committed results (CPU profile, Python $$($(LOCK_VENV)/bin/python -c 'import platform; print(platform.python_version())'), $$(uname -m)), used by \`make setup\` as pip"; \
+	  echo "# constraints. Refresh with \`make lock\` (a fresh venv from pyproject.toml's ranges, then pip freeze)."; \
+	  $(LOCK_VENV)/bin/pip freeze --exclude-editable --disable-pip-version-check; } > requirements-cpu.lock
+	rm -rf $(LOCK_VENV)
 
 clean-venv:
 	rm -rf $(VENV)
