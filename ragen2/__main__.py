@@ -52,11 +52,13 @@ def _set_threads(threads: int | None) -> None:
 def _cmd_train(args: argparse.Namespace) -> int:
     from ragen2.config import load_config
     from ragen2.trainer.loop import train
+    from ragen2.warmstart import initial_policy
 
     _set_threads(args.threads)
     cfg = load_config(args.run_id, params_path=args.params, overrides=args.set)
     run_dir = Path(args.run_dir) if args.run_dir else Path("data/runs") / args.run_id
-    summary = train(cfg, run_dir, resume=not args.no_resume, cache_dir=Path(args.cache_dir))
+    init = initial_policy(cfg, Path(args.cache_dir))  # the tiny policy and the warm start, built if missing
+    summary = train(cfg, run_dir, init, resume=not args.no_resume)
     print(json.dumps(summary, indent=2))
     return 0
 
@@ -175,11 +177,11 @@ def _add_profile(sub: argparse._SubParsersAction) -> None:
 
 def _cmd_warmstart(args: argparse.Namespace) -> int:
     from ragen2.config import load_config
-    from ragen2.trainer.pipeline import initial_policy_path
+    from ragen2.warmstart import initial_policy
 
     _set_threads(args.threads)
     cfg = load_config(args.run_id, params_path=args.params, overrides=args.set)
-    path = Path(initial_policy_path(cfg, Path(args.cache_dir)))
+    path = Path(initial_policy(cfg, Path(args.cache_dir)))
     if cfg.warm_start.steps == 0 and args.expect:  # no warm start: a marker naming the base policy
         marker = Path(args.expect)
         marker.mkdir(parents=True, exist_ok=True)
@@ -206,7 +208,7 @@ def _add_warmstart(sub: argparse._SubParsersAction) -> None:
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from ragen2.evaluate import evaluate_policy, expert_success, load_run_policy
-    from ragen2.trainer.checkpoint import atomic_write_json
+    from ragen2.fileio import write_json_atomic
 
     _set_threads(args.threads)
     if args.sampling_seeds < 1:
@@ -219,7 +221,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     if args.expert:
         report["expert_success"] = expert_success(cfg, args.episodes)
     if args.out:
-        atomic_write_json(Path(args.out), report)
+        write_json_atomic(Path(args.out), report)
     per_episode = ("env_seeds", "successes", "turns", "invalid_turns", "response_tokens")
     print(json.dumps({k: v for k, v in report.items() if k not in per_episode}))
     return 0

@@ -527,7 +527,7 @@ def prompt_level_table(run_dir: str | Path, *, phase: str = "end", num_prompts: 
     from ragen2.policy import load_policy
     from ragen2.rollout.collect import collect_rollouts
     from ragen2.trainer.checkpoint import kept_checkpoints, latest_checkpoint, load_checkpoint
-    from ragen2.trainer.pipeline import initial_policy_path
+    from ragen2.warmstart import initial_policy
 
     if phase not in ("start", "mid", "end"):
         raise ValueError(f"phase must be 'start', 'mid' or 'end', got {phase!r}")
@@ -535,7 +535,7 @@ def prompt_level_table(run_dir: str | Path, *, phase: str = "end", num_prompts: 
         raise ValueError(f"need num_prompts >= 2 and group_size >= 1, got {num_prompts}, {group_size}")
     run_dir = Path(run_dir)
     cfg = from_dict(RunConfig, json.loads((run_dir / "config.json").read_text()))
-    model, tokenizer = load_policy(initial_policy_path(cfg, Path(cache_dir)), dtype=cfg.policy.dtype,
+    model, tokenizer = load_policy(initial_policy(cfg, Path(cache_dir)), dtype=cfg.policy.dtype,
                                    device=cfg.policy.device)
     if phase != "start":
         ckpt = latest_checkpoint(run_dir)

@@ -14,17 +14,26 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from ragen2.checks import at_least, between, one_of, validate
+from ragen2.errors import ConfigError
 from ragen2.filter import FilterConfig
 
-
-class ConfigError(ValueError):
-    """A configuration value or key is wrong; the message names it."""
+ALGOS = ("ppo", "grpo", "dapo", "dr_grpo")
+"""``trainer.algo`` values; ``ragen2.trainer.algos.PRESETS`` holds one preset per name."""
+LOSS_AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
+"""``trainer.loss_agg_mode`` values besides ``preset`` (``ragen2.trainer.losses.aggregate``)."""
+KL_TYPES = ("k1", "k2", "k3")
+"""``trainer.kl_type`` values (``ragen2.trainer.losses.kl_penalty``)."""
+ENTROPY_SCOPES = ("all", "reasoning")
+DTYPES = ("float32", "bfloat16", "float16")
+BACKENDS = ("hf", "vllm")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -36,6 +45,11 @@ class EnvConfig:
     """Registry name of the environment (``ragen2.envs.make``)."""
     kwargs: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments for the environment's constructor (its docstring's Arguments section)."""
+
+    def __post_init__(self) -> None:
+        from ragen2.envs import REGISTRY
+
+        validate("env", self, [("name", *one_of(tuple(REGISTRY)))])
 
 
 @dataclass(frozen=True)
@@ -58,7 +72,18 @@ class PolicyConfig:
     dtype: str = "float32"
     """``float32`` | ``bfloat16`` | ``float16``."""
     device: str = "auto"
-    """``auto`` (CUDA when present, else CPU) | ``cpu`` | ``cuda``."""
+    """``auto`` (CUDA when present, else CPU) | ``cpu`` | ``cuda`` | ``cuda:N``."""
+
+    def __post_init__(self) -> None:
+        validate("policy", self, [
+            ("name_or_path", lambda v: bool(v.strip()), "a model id, a local directory or 'tiny'"),
+            *[(name, *at_least(1)) for name in ("hidden_size", "num_layers", "num_heads", "intermediate_size",
+                                                  "max_positions", "tokenizer_vocab_size")],
+            ("hidden_size", lambda v: v % self.num_heads == 0, f"a multiple of policy.num_heads={self.num_heads}"),
+            ("dtype", *one_of(DTYPES)),
+            ("device", lambda v: v in ("auto", "cpu", "cuda") or (v.startswith("cuda:") and v[5:].isdigit()),
+             "auto, cpu, cuda or cuda:N"),
+        ])
 
 
 @dataclass(frozen=True)
@@ -79,6 +104,12 @@ class WarmStartConfig:
     """Environment keyword arguments of the expert corpus and the greedy evaluation (``None`` = ``env.kwargs``).
     Lets runs on variants of one environment (e.g. FrozenLake slip rates) share one warm start, as the
     paper's runs share one base model."""
+
+    def __post_init__(self) -> None:
+        validate("warm_start", self, [
+            ("steps", *at_least(0)), ("lr", lambda v: v > 0, "> 0"), ("batch_size", *at_least(1)),
+            ("num_episodes", *at_least(1)), ("template_fraction", *between(0, 1)),
+        ])
 
 
 @dataclass(frozen=True)
@@ -111,6 +142,16 @@ class RolloutConfig:
     """First validation env seed (the validation set is fixed)."""
     backend: str = "hf"
     """``hf`` (``model.generate``) | ``vllm`` (GPU only)."""
+
+    def __post_init__(self) -> None:
+        validate("rollout", self, [
+            ("env_groups", *at_least(1)), ("group_size", *at_least(1)),
+            *[(name, *at_least(0)) for name in ("max_turns", "max_actions_per_turn", "max_actions_per_traj")],
+            ("max_new_tokens", *at_least(1)), ("max_context_tokens", *at_least(1)),
+            ("temperature", lambda v: v > 0, "> 0 (training rollouts sample)"),
+            ("val_temperature", *at_least(0)), ("val_groups", *at_least(1)),
+            ("train_seed", *at_least(0)), ("val_seed", *at_least(0)), ("backend", *one_of(BACKENDS)),
+        ])
 
 
 @dataclass(frozen=True)
@@ -171,6 +212,22 @@ class TrainerConfig:
     low_val_stop_patience: int = 5
     """Stop after this many consecutive validations with success < 0.01 (0 = never)."""
 
+    def __post_init__(self) -> None:
+        validate("trainer", self, [
+            ("algo", *one_of(ALGOS)), ("steps", *at_least(1)),
+            ("actor_lr", *at_least(0)), ("critic_lr", *at_least(0)),
+            ("mini_batch_size", *at_least(1)), ("micro_batch_size", *at_least(1)), ("ppo_epochs", *at_least(1)),
+            ("clip_low", *between(0, 1, open_high=True)), ("clip_high", *at_least(0)),
+            ("dual_clip", lambda v: v == 0 or v > 1, "0 (off) or > 1"),
+            ("max_refill_rounds", *at_least(0)), ("loss_agg_mode", *one_of(("preset", *LOSS_AGG_MODES))),
+            ("gamma", *between(0, 1)), ("lam", *between(0, 1)),
+            ("entropy_coef", *at_least(0)), ("entropy_scope", *one_of(ENTROPY_SCOPES)),
+            ("kl_coef", *at_least(0)), ("kl_type", *one_of(KL_TYPES)),
+            ("grad_clip", lambda v: v > 0, "> 0"), ("weight_decay", *at_least(0)),
+            *[(name, *at_least(0)) for name in ("test_freq", "save_freq", "keep_every", "empty_stop_steps",
+                                                  "low_val_stop_patience")],
+        ])
+
 
 @dataclass(frozen=True)
 class CollapseConfig:
@@ -191,6 +248,12 @@ class CollapseConfig:
     warn_drop: float = 0.5
     """Warn when MI-ZScore-EMA falls this fraction below its running peak."""
 
+    def __post_init__(self) -> None:
+        validate("collapse", self, [
+            ("compute_freq", *at_least(1)), ("num_samples", *at_least(2)), ("std_eps", lambda v: v > 0, "> 0"),
+            ("ema_decay", *between(0, 1, open_high=True)), ("warn_drop", *between(0, 1, open_low=True)),
+        ])
+
 
 @dataclass(frozen=True)
 class GradAnalysisConfig:
@@ -200,6 +263,9 @@ class GradAnalysisConfig:
     """At steps 1, 1+N, 1+2N, ..."""
     num_buckets: int = 6
     """RV quantile buckets (4 = quartiles)."""
+
+    def __post_init__(self) -> None:
+        validate("grad_analysis", self, [("every", *at_least(1)), ("num_buckets", *at_least(1))])
 
 
 @dataclass(frozen=True)
@@ -214,6 +280,12 @@ class RunConfig:
     filter: FilterConfig = field(default_factory=FilterConfig)
     collapse: CollapseConfig = field(default_factory=CollapseConfig)
     grad_analysis: GradAnalysisConfig = field(default_factory=GradAnalysisConfig)
+
+    def __post_init__(self) -> None:
+        """Rules across sections."""
+        if self.rollout.group_size < 2:
+            raise ConfigError(f"rollout.group_size={self.rollout.group_size!r}: must be >= 2 (the filter and the "
+                              "group-relative advantages need two rollouts of each prompt)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -312,6 +384,20 @@ def to_dict(cfg: Any) -> dict[str, Any]:
         elif isinstance(v, dict):
             v = dict(v)
         out[f.name] = v
+    return out
+
+
+def flatten(mapping: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested dicts as one level with dotted keys (``trainer.actor_lr``); lists become tuples (hashable)."""
+    out: dict[str, Any] = {}
+    for key, value in mapping.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(flatten(value, f"{name}."))
+        elif isinstance(value, list):
+            out[name] = tuple(value)
+        else:
+            out[name] = value
     return out
 
 

@@ -19,7 +19,6 @@ START.json LABEL=END.json,END.json,... ...`` prints the table of several.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ragen2.config import RunConfig, from_dict
+from ragen2.config import RunConfig
 
 DEFAULT_EPISODES = 512
 """The paper's validation size (``val.env_groups`` x 1 trajectories)."""
@@ -107,43 +106,15 @@ def evaluation_seeds(cfg: RunConfig, episodes: int = DEFAULT_EPISODES) -> list[i
     return [cfg.rollout.val_seed + i for i in range(episodes)]
 
 
-def run_config(run_dir: Path) -> RunConfig:
-    """The strictly loaded ``config.json`` of a run directory."""
-    path = Path(run_dir) / "config.json"
-    if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist: {run_dir} is not a run directory")
-    return from_dict(RunConfig, json.loads(path.read_text()))
-
-
 def load_run_policy(run_dir: Path, checkpoint: str = "latest", cache_dir: Path = Path("data/cache")):
-    """``(cfg, actor, tokenizer)``: the run's actor at ``checkpoint``.
+    """``(cfg, actor, tokenizer)``: the run's actor at ``checkpoint`` (:func:`ragen2.rundir.load_run_policy`).
 
     ``checkpoint`` is ``"latest"``, ``"initial"`` (the policy the run started from: its warm start) or a
     step number whose checkpoint was kept.
     """
-    from ragen2.policy import load_policy
-    from ragen2.trainer.checkpoint import kept_checkpoints, latest_checkpoint, load_checkpoint
-    from ragen2.trainer.pipeline import initial_policy_path
+    from ragen2.rundir import load_run_policy as load
 
-    cfg = run_config(run_dir)
-    actor, tokenizer = load_policy(initial_policy_path(cfg, Path(cache_dir)), dtype=cfg.policy.dtype,
-                                   device=cfg.policy.device)
-    if checkpoint == "initial":
-        return cfg, actor, tokenizer
-    if checkpoint == "latest":
-        path = latest_checkpoint(run_dir)
-        if path is None:
-            raise FileNotFoundError(f"{run_dir} has no checkpoint")
-    else:
-        kept = kept_checkpoints(run_dir)
-        try:
-            path = kept[int(checkpoint)]
-        except (ValueError, KeyError):
-            raise ValueError(f"checkpoint {checkpoint!r} is not 'latest', 'initial' or a kept step "
-                             f"of {run_dir} ({sorted(kept)})") from None
-    state = load_checkpoint(path, map_location=next(actor.parameters()).device)
-    actor.load_state_dict(state["actor"])
-    return cfg, actor, tokenizer
+    return load(run_dir, checkpoint, cache_dir)
 
 
 def evaluate_policy(actor, tokenizer, cfg: RunConfig, *, policy: str, episodes: int = DEFAULT_EPISODES,

@@ -6,11 +6,16 @@ failure the temporary file is removed and the target is left as it was.
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 
 @contextmanager
@@ -48,3 +53,26 @@ def write_text_atomic(path: str | Path, text: str) -> Path:
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
     return write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def json_ready(obj: Any) -> Any:
+    """``obj`` with numpy scalars and arrays as Python values, paths as strings, non-finite floats as None."""
+    if isinstance(obj, Mapping):
+        return {str(k): json_ready(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_ready(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return [json_ready(v) for v in obj.tolist()]
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def write_json_atomic(path: str | Path, obj: Any) -> Path:
+    """Write ``obj`` as indented, key-sorted JSON atomically; NaN and infinities become ``null`` (strict JSON)."""
+    text = json.dumps(json_ready(obj), indent=2, sort_keys=True, allow_nan=False) + "\n"
+    return write_text_atomic(path, text)

@@ -82,10 +82,10 @@ STUDIES = ("main", "mech", "slip", "ent", "kl", "toppsweep")
 FROZENLAKE_BASE_SUCCESS_RATE = 0.98
 """FrozenLake's base ``success_rate`` (2 % slip, the paper's text); the warm start is built on it for every slip."""
 WARM_START_DIR = "data/cache/warm_start"
-"""Where ``ragen2.trainer.pipeline.initial_policy_path`` caches warm starts (with ``--cache-dir data/cache``)."""
+"""Where ``ragen2.warmstart.initial_policy`` caches warm starts (with ``--cache-dir data/cache``)."""
 INITIAL_POLICY_DIR = WARM_START_DIR
 """Runs without a warm start (``warm_start.steps: 0``) get a marker dir here, so every train stage has one dep
-and dvc.yaml is the same for every profile (``initial_policy_path`` never writes there when steps is 0)."""
+and dvc.yaml is the same for every profile (``initial_policy`` never writes there when steps is 0)."""
 
 S_PER_STEP: dict[str, float | dict[str, float]] = {
     "frozenlake": {"ppo": 2.49, "grpo": 1.70, "dapo": 1.72, "dr_grpo": 1.69},
@@ -427,10 +427,10 @@ def _with_overrides_minimal(base: dict[str, Any], runs: dict[str, dict[str, Any]
 
 
 def _warm_start_path(cfg: RunConfig) -> str:
-    from ragen2.trainer.pipeline import _warm_start_key
+    from ragen2.warmstart import warm_start_key
 
     root = WARM_START_DIR if cfg.warm_start.steps > 0 else INITIAL_POLICY_DIR
-    return f"{root}/{_warm_start_key(cfg)}"
+    return f"{root}/{warm_start_key(cfg)}"
 
 
 def build(name: str) -> Profile:

@@ -31,7 +31,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ragen2.fileio import write_bytes_atomic, write_text_atomic  # noqa: F401  (re-exported)
+from ragen2.config import flatten, from_dict
+from ragen2.fileio import write_bytes_atomic, write_json_atomic, write_text_atomic  # noqa: F401  (re-exported)
+from ragen2.filter import FilterConfig
 
 FIGURE_DPI = 200
 """Resolution of every saved PNG (the PDF is vector; its raster parts use the same dpi)."""
@@ -50,32 +52,6 @@ _NON_FINITE = {
     "infinity": math.inf,
     "-infinity": -math.inf,
 }
-
-
-# ---------------------------------------------------------------------------------------------
-# Atomic writers
-# ---------------------------------------------------------------------------------------------
-def _json_ready(obj: Any) -> Any:
-    """``obj`` with numpy scalars/arrays turned into Python values and non-finite floats into None."""
-    if isinstance(obj, Mapping):
-        return {str(k): _json_ready(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_json_ready(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return [_json_ready(v) for v in obj.tolist()]
-    if isinstance(obj, np.generic):
-        obj = obj.item()
-    if isinstance(obj, Path):
-        return str(obj)
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
-
-
-def write_json_atomic(path: str | Path, obj: Any) -> Path:
-    """Write ``obj`` as indented, key-sorted JSON atomically (NaN/inf become ``null``)."""
-    text = json.dumps(_json_ready(obj), indent=2, sort_keys=True, allow_nan=False) + "\n"
-    return write_text_atomic(path, text)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -185,33 +161,14 @@ def save_table(
 # ---------------------------------------------------------------------------------------------
 # Reading run directories
 # ---------------------------------------------------------------------------------------------
-def flatten(mapping: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested dicts as one level with dotted keys; lists become tuples (hashable cells)."""
-    out: dict[str, Any] = {}
-    for key, value in mapping.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            out.update(flatten(value, f"{name}."))
-        elif isinstance(value, list):
-            out[name] = tuple(value)
-        else:
-            out[name] = value
-    return out
-
-
 def filter_condition(filter_cfg: Mapping[str, Any]) -> str:
     """The filter label of a run: ``none`` when every group is always kept, else the strategy name.
 
-    Mirrors :attr:`ragen2.filter.FilterConfig.is_noop`: strategy ``none``, or ``top_p`` with value
-    >= 1 and ``include_zero``. (``top_p`` 1.0 *without* include_zero drops the zero-RV groups, so it
-    is a filter.) A missing ``filter`` section reads as ``none``.
+    The rule is :attr:`ragen2.filter.FilterConfig.is_noop` (``top_p`` 1.0 *without* include_zero drops
+    the zero-RV groups, so it is a filter); a missing ``filter`` section reads as the default config.
     """
-    strategy = str(filter_cfg.get("strategy", "none"))
-    value = float(filter_cfg.get("value", 1.0))
-    include_zero = bool(filter_cfg.get("include_zero", True))
-    if strategy == "none" or (strategy == "top_p" and value >= 1 and include_zero):
-        return "none"
-    return strategy
+    cfg = from_dict(FilterConfig, dict(filter_cfg), "filter")
+    return "none" if cfg.is_noop else cfg.strategy
 
 
 def _read_json(path: Path) -> dict[str, Any]:

@@ -48,13 +48,15 @@ def _init_worker(threads: int | None) -> None:
 
 def _train_one(run_id: str, cfg: RunConfig, cache_dir: str, runs_root: str) -> tuple[str, float, str | None]:
     """Train one run in a worker; ``(run_id, seconds, None)`` or ``(run_id, seconds, traceback)``."""
-    from ragen2.trainer.loop import config_changes, train
+    from ragen2.rundir import config_changes
+    from ragen2.trainer.loop import train
+    from ragen2.warmstart import initial_policy
 
     t0 = time.perf_counter()
     try:
         run_dir = Path(runs_root) / run_id
         resume = not (run_dir / "summary.json").exists() and not config_changes(cfg, run_dir)
-        train(cfg, run_dir, resume=resume, cache_dir=Path(cache_dir), progress=False)
+        train(cfg, run_dir, initial_policy(cfg, Path(cache_dir)), resume=resume, progress=False)
     except Exception:  # noqa: BLE001 - reported per run; the other runs go on
         return run_id, time.perf_counter() - t0, traceback.format_exc()
     return run_id, time.perf_counter() - t0, None

@@ -8,6 +8,8 @@ strong and how faithful the warm start is decides whether template collapse can 
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import logging
 import math
@@ -24,7 +26,7 @@ import torch.nn.functional as F
 
 from ragen2 import envs
 from ragen2.config import EnvConfig, RunConfig, to_dict
-from ragen2.policy import load_policy
+from ragen2.policy import load_policy, resolve_policy
 from ragen2.rollout.collect import collect_rollouts
 from ragen2.rollout.expert import TEMPLATE_THINKS, ExpertEpisode, expert_episode, is_template
 from ragen2.rollout.prompt import resolve_limits
@@ -225,3 +227,37 @@ def warm_start(cfg: RunConfig, out_dir: Path, *, base_policy: Path) -> Path:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return out_dir
+
+
+WARM_START_IGNORED_ROLLOUT = ("env_groups", "group_size", "temperature", "val_temperature", "val_groups",
+                              "train_seed")
+"""Rollout fields the warm start does not read (changing them must not rebuild it)."""
+
+
+def warm_start_key(cfg: RunConfig) -> str:
+    rollout = {k: v for k, v in to_dict(cfg.rollout).items() if k not in WARM_START_IGNORED_ROLLOUT}
+    policy = {k: v for k, v in to_dict(cfg.policy).items() if k != "device"}
+    warm = {k: v for k, v in to_dict(cfg.warm_start).items() if k != "env_kwargs"}  # in corpus_env already
+    blob = json.dumps({"env": to_dict(corpus_env(cfg)), "policy": policy, "warm_start": warm,
+                       "rollout": rollout}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def initial_policy(cfg: RunConfig, cache_dir: Path) -> Path:
+    """The checkpoint RL starts from: the resolved policy, warm-started if ``warm_start.steps > 0``.
+
+    The warm start is cached in ``cache_dir/warm_start/<hash>`` (outside the run dir), keyed by the
+    env, policy, warm-start and rollout settings it depends on, and built once, under a file lock,
+    however many runs share it. The tiny base policy is cached in ``cache_dir/policies``.
+    """
+    cache_dir = Path(cache_dir)
+    base = resolve_policy(cfg.policy, [cfg.env.name], cache_dir / "policies")
+    if cfg.warm_start.steps == 0:
+        return base
+    out_dir = cache_dir / "warm_start" / warm_start_key(cfg)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    with open(out_dir.parent / f"{out_dir.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (out_dir / "warm_start.json").exists():  # written last, by an atomic rename of the whole dir
+            return out_dir
+        return Path(warm_start(cfg, out_dir, base_policy=base))

@@ -343,12 +343,13 @@ def test_prompt_tables_reject_zero_workers(tmp_path):
 def test_prompt_tables_do_not_depend_on_the_number_of_workers(tmp_path):
     from ragen2.config import RunConfig, apply_overrides
     from ragen2.trainer.loop import train
+    from ragen2.warmstart import initial_policy
     from tests.trainer._tiny import TINY_RUN
 
     tiny = [*TINY_RUN, "trainer.algo=grpo", "trainer.steps=1", "collapse.enabled=false"]
     for seed in (0, 1):
-        train(apply_overrides(RunConfig(), tiny + [f"seed={seed}"]), tmp_path / f"r{seed}", cache_dir=tmp_path / "cache",
-              progress=False)
+        cfg = apply_overrides(RunConfig(), tiny + [f"seed={seed}"])
+        train(cfg, tmp_path / f"r{seed}", initial_policy(cfg, tmp_path / "cache"), progress=False)
     kwargs = dict(phases=("start", "end"), num_prompts=3, group_size=2, cache_dir=tmp_path / "cache")
     serial = analysis.prompt_tables(tmp_path, ["r0", "r1"], workers=1, **kwargs)
     parallel = analysis.prompt_tables(tmp_path, ["r0", "r1"], workers=2, **kwargs)

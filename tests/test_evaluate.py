@@ -16,9 +16,10 @@ from ragen2.evaluate import (
     learning_gains,
     load_run_policy,
     paired_gain,
-    run_config,
 )
+from ragen2.rundir import read_config
 from ragen2.trainer.loop import train
+from ragen2.warmstart import initial_policy
 from tests.trainer._tiny import TINY_RUN
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
@@ -29,7 +30,7 @@ def trained(tmp_path_factory):
     """A 2-step GRPO run whose step-1 checkpoint is kept, and the cache its policy lives in."""
     root = tmp_path_factory.mktemp("evaluate")
     cfg = apply_overrides(RunConfig(), [*TINY_RUN, "trainer.algo=grpo", "trainer.steps=2", "trainer.keep_every=1"])
-    train(cfg, root / "run", cache_dir=root / "cache", progress=False)
+    train(cfg, root / "run", initial_policy(cfg, root / "cache"), progress=False)
     return root / "run", root / "cache"
 
 
@@ -91,10 +92,10 @@ def test_checkpoints_load_the_weights_they_name(trained):
         params[which] = torch.cat([p.detach().flatten() for p in actor.parameters()])
     assert not torch.equal(params["initial"], params["1"])  # training moved the weights
     assert not torch.equal(params["1"], params["latest"])
-    with pytest.raises(ValueError, match=r"checkpoint '7' is not 'latest', 'initial' or a kept step"):
+    with pytest.raises(ValueError, match=r"checkpoint '7' is not 'latest', 'mid', 'initial' or a kept step"):
         load_run_policy(run_dir, "7", cache_dir=cache)
     with pytest.raises(FileNotFoundError, match="not a run directory"):
-        run_config(cache)
+        read_config(cache)
 
 
 def test_bad_temperature_is_named(trained):

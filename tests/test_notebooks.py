@@ -72,13 +72,15 @@ def test_smoke_runs_execute_every_notebook(tmp_path):
     from ragen2.claims import CLAIM_IDS, merge_claims
     from ragen2.profiles import build
     from ragen2.trainer.loop import train
+    from ragen2.warmstart import initial_policy
 
     torch.set_num_threads(1)
     profile = build("smoke")
     runs_root, cache_dir, fig_dir = tmp_path / "runs", tmp_path / "cache", tmp_path / "figures"
     t0 = time.perf_counter()
     for rid in profile.runs:
-        train(profile.config(rid), runs_root / rid, cache_dir=cache_dir, resume=False, progress=False)
+        cfg = profile.config(rid)
+        train(cfg, runs_root / rid, initial_policy(cfg, cache_dir), resume=False, progress=False)
     t_train = time.perf_counter() - t0
     (tmp_path / "executed").mkdir()
     for path in NOTEBOOKS:

@@ -11,6 +11,7 @@ from ragen2.profiles import build, run_seconds
 from ragen2.runqueue import by_cost, train_runs
 from ragen2.trainer.loop import train
 from ragen2.trainer.runlog import read_metrics
+from ragen2.warmstart import initial_policy
 from tests.trainer._tiny import TINY_RUN
 
 TINY = [*TINY_RUN, "trainer.algo=grpo", "trainer.steps=2"]
@@ -67,7 +68,7 @@ def test_a_worker_trains_runs_in_turn_like_separate_processes_and_reports_failur
     torch.set_num_threads(1)
     try:  # "b" alone, in this process, after nothing else: the same metrics as "b" after "a" in the worker
         cfg = apply_overrides(RunConfig(), TINY + ["seed=1"])
-        train(cfg, tmp_path / "alone", cache_dir=cache, progress=False)
+        train(cfg, tmp_path / "alone", initial_policy(cfg, cache), progress=False)
     finally:
         torch.set_num_threads(threads)
 

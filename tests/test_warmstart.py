@@ -99,15 +99,14 @@ def test_warm_start_end_to_end(base_policy, tmp_path):
 
 
 def test_env_kwargs_override_the_corpus_env_and_share_the_cache_key():
-    from ragen2.trainer.pipeline import _warm_start_key
-    from ragen2.warmstart import corpus_env
+    from ragen2.warmstart import corpus_env, warm_start_key
 
     slip = RunConfig(env=EnvConfig(name="frozenlake", kwargs={"success_rate": 0.5}))
     det = RunConfig(env=EnvConfig(name="frozenlake", kwargs={"success_rate": 0.98}))
     shared = RunConfig(env=slip.env, warm_start=WarmStartConfig(env_kwargs={"success_rate": 0.98}))
     assert corpus_env(slip).kwargs == {"success_rate": 0.5}
     assert corpus_env(shared).kwargs == {"success_rate": 0.98}
-    assert _warm_start_key(shared) == _warm_start_key(det) != _warm_start_key(slip)
+    assert warm_start_key(shared) == warm_start_key(det) != warm_start_key(slip)
     episodes = build_corpus(RunConfig(env=slip.env, warm_start=WarmStartConfig(num_episodes=40, env_kwargs={
         "success_rate": 1.0})))
     assert all(ep.success for ep in episodes)  # deterministic corpus although the run's env slips

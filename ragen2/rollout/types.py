@@ -79,6 +79,12 @@ class RolloutBatch:
         return np.array([float(t.success) for t in self.trajectories], dtype=np.float64).reshape(
             self.env_groups, self.group_size)
 
+    @property
+    def response_lengths(self) -> np.ndarray:
+        """Trained tokens per trajectory as floats, shape (env_groups, group_size)."""
+        return np.array([t.response_length for t in self.trajectories], dtype=np.float64).reshape(
+            self.env_groups, self.group_size)
+
     def group_rows(self, groups) -> list[int]:
         """Row indices of the given groups."""
         k = self.group_size

@@ -1,4 +1,4 @@
-"""Atomic files and exact-resume checkpoints of a run directory.
+"""Exact-resume checkpoints of a run directory.
 
 Layout under ``run_dir/checkpoints``: ``step_<NNNNNN>.pt`` (one :func:`torch.save` file holding the
 whole training state) and ``latest.json`` (``{"step": N, "file": "step_<NNNNNN>.pt"}``). Both are
@@ -12,18 +12,14 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from ragen2.fileio import write_bytes_atomic
-
-
-def atomic_write_json(path: Path, obj: Any) -> None:
-    """Write ``obj`` as indented JSON, atomically."""
-    write_bytes_atomic(Path(path), (json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n").encode())
+from ragen2.fileio import write_json_atomic
 
 
 def rng_state(shuffle_rng: np.random.Generator) -> dict[str, Any]:
@@ -59,7 +55,7 @@ def save_checkpoint(run_dir: Path, step: int, state: dict[str, Any], keep_every:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, ckpt_dir / name)
-    atomic_write_json(ckpt_dir / "latest.json", {"step": step, "file": name})
+    write_json_atomic(ckpt_dir / "latest.json", {"step": step, "file": name})
     for old in ckpt_dir.glob("step_*.pt"):
         kept = keep_every > 0 and _step_of(old) > 0 and _step_of(old) % keep_every == 0
         if old.name != name and not kept:
@@ -91,3 +87,25 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
 def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """Read a checkpoint written by :func:`save_checkpoint` (it holds Python objects: trusted files only)."""
     return torch.load(path, map_location=map_location, weights_only=False)
+
+
+def resumable_checkpoint(cfg, run_dir: Path, resume: bool) -> Path | None:
+    """The checkpoint a run resumes from, or ``None`` to start fresh.
+
+    ``resume=False`` first removes the checkpoints, summary and gradient table of an earlier run, so nothing
+    of it is resumed or mixed in later. A checkpoint of another config is refused (resuming would mix two runs).
+    """
+    from ragen2.rundir import GRAD_ANALYSIS, SUMMARY, config_changes
+
+    run_dir = Path(run_dir)
+    if not resume:
+        shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
+        for name in (SUMMARY, GRAD_ANALYSIS):
+            (run_dir / name).unlink(missing_ok=True)
+    path = latest_checkpoint(run_dir)
+    if path is not None:
+        changed = config_changes(cfg, run_dir)
+        if changed:
+            raise ValueError(f"{run_dir} holds a run of another config ({', '.join(changed[:6])} differ): "
+                             "resuming would mix the two; start over with resume=False (--no-resume)")
+    return path

@@ -159,35 +159,32 @@ def analyze_checkpoint(run_dir: Path, *, env_groups: int | None = None, group_si
     rounds). Nothing is written.
     """
     from ragen2.config import apply_overrides
-    from ragen2.evaluate import run_config
     from ragen2.filter import apply_filter, group_std, keep_rate_scale
     from ragen2.rollout.collect import collect_rollouts
+    from ragen2.rundir import checkpoint_path, read_config
     from ragen2.trainer.algos import get_preset
-    from ragen2.trainer.checkpoint import latest_checkpoint, load_checkpoint
+    from ragen2.trainer.checkpoint import load_checkpoint
     from ragen2.trainer.dynamic_sampling import dynamic_sampling
     from ragen2.trainer.pipeline import (
         build_models,
-        initial_policy_path,
         loss_settings,
         prepare_update_batch,
         stream_seed,
         train_seeds,
     )
+    from ragen2.warmstart import initial_policy
 
     run_dir = Path(run_dir)
-    cfg = run_config(run_dir)
+    cfg = read_config(run_dir)
     overrides = []
     if env_groups is not None:
         overrides.append(f"rollout.env_groups={env_groups}")
     if group_size is not None:
         overrides.append(f"rollout.group_size={group_size}")
     cfg = apply_overrides(cfg, overrides)
-    ckpt_path = latest_checkpoint(run_dir)
-    if ckpt_path is None:
-        raise FileNotFoundError(f"{run_dir} has no checkpoint (checkpoints/latest.json)")
-    state = load_checkpoint(ckpt_path)
+    state = load_checkpoint(checkpoint_path(run_dir, "latest"))
     step = int(state["step"])
-    models = build_models(cfg, initial_policy_path(cfg, cache_dir))
+    models = build_models(cfg, initial_policy(cfg, cache_dir))
     models.actor.load_state_dict(state["actor"])
     if models.critic is not None:
         models.critic.load_state_dict(state["critic"])

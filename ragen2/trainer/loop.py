@@ -52,13 +52,7 @@ Choices where the reference (spec) is not followed to the letter:
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import platform
-import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -68,15 +62,15 @@ import torch
 from tqdm.auto import tqdm
 
 from ragen2.config import RunConfig, to_dict
+from ragen2.fileio import write_json_atomic
 from ragen2.filter import apply_filter, group_std, keep_rate_scale
 from ragen2.metrics.collapse import collapse_due, collapse_metrics
-from ragen2.results_io import flatten
+from ragen2.rundir import CONFIG, ENV, GRAD_ANALYSIS, SUMMARY, environment_info
 from ragen2.trainer.actor import update_actor
-from ragen2.trainer.algos import get_preset, resolve_agg_mode
+from ragen2.trainer.algos import get_preset
 from ragen2.trainer.checkpoint import (
-    atomic_write_json,
-    latest_checkpoint,
     load_checkpoint,
+    resumable_checkpoint,
     rng_state,
     save_checkpoint,
     set_rng_state,
@@ -87,7 +81,6 @@ from ragen2.trainer.early_stop import EarlyStopper
 from ragen2.trainer.grad_analysis import append_table, grad_analysis, table_metrics
 from ragen2.trainer.pipeline import (
     build_models,
-    initial_policy_path,
     loss_settings,
     mini_batch_rows,
     prepare_update_batch,
@@ -98,20 +91,23 @@ from ragen2.trainer.pipeline import (
     val_seeds,
 )
 from ragen2.trainer.runlog import RunLogger
+from ragen2.trainer.timing import PhaseTimer
 
 ADAM_BETAS = (0.9, 0.999)
+TIMED_PHASES = ("rollout", "update", "diagnostics", "validation")
 
 
-def train(cfg: RunConfig, run_dir: Path, *, resume: bool = True, cache_dir: Path = Path("data/cache"),
+def train(cfg: RunConfig, run_dir: Path, init_policy: Path, *, resume: bool = True,
           progress: bool | None = None) -> dict[str, Any]:
     """Train a policy with the run's algorithm, filter and diagnostics; returns the summary.
 
     Args:
         cfg: the run configuration.
         run_dir: where everything of this run goes (created if missing).
+        init_policy: the policy RL starts from, a loadable directory (its warm start:
+            :func:`ragen2.warmstart.initial_policy` resolves and, if missing, builds it).
         resume: continue from ``run_dir/checkpoints/latest.json`` if present (exactly: same metrics as
             an uninterrupted run); ``False`` starts over and overwrites the run's records.
-        cache_dir: where the resolved policy and the warm start are cached (shared across runs).
         progress: show a tqdm bar (``None`` = only on a terminal).
 
     Returns:
@@ -124,18 +120,13 @@ def train(cfg: RunConfig, run_dir: Path, *, resume: bool = True, cache_dir: Path
     run_dir.mkdir(parents=True, exist_ok=True)
     tc, rc = cfg.trainer, cfg.rollout
     preset = get_preset(tc.algo)
-    validate_config(cfg)
 
     # TRY NOT TO MODIFY: seeding, models, optimisers
     seed_everything(cfg.seed)
-    models = build_models(cfg, initial_policy_path(cfg, Path(cache_dir)))
+    models = build_models(cfg, init_policy)
     actor, tokenizer, critic = models.actor, models.tokenizer, models.critic
-    actor_opt = torch.optim.AdamW([p for p in actor.parameters() if p.requires_grad], lr=tc.actor_lr,
-                                  betas=ADAM_BETAS, weight_decay=tc.weight_decay)
-    critic_opt = None
-    if critic is not None:
-        critic_opt = torch.optim.AdamW([p for p in critic.parameters() if p.requires_grad], lr=tc.critic_lr,
-                                       betas=ADAM_BETAS, weight_decay=tc.weight_decay)
+    actor_opt = _adamw(actor, tc.actor_lr, tc.weight_decay)
+    critic_opt = _adamw(critic, tc.critic_lr, tc.weight_decay) if critic is not None else None
     shuffle_rng = np.random.default_rng(stream_seed(cfg.seed, "shuffle"))
     stopper = EarlyStopper(empty_stop_steps=tc.empty_stop_steps, rv_collapse=tc.rv_collapse_stop,
                            low_val_patience=tc.low_val_stop_patience)
@@ -143,18 +134,9 @@ def train(cfg: RunConfig, run_dir: Path, *, resume: bool = True, cache_dir: Path
     seed_everything(cfg.seed)  # again: building a cached vs a fresh policy must not shift the streams
 
     # TRY NOT TO MODIFY: resume from the latest checkpoint
-    start_step, history, timings = 1, None, {"elapsed_s": 0.0}
-    elapsed_before = 0.0
-    if not resume:  # start over: nothing of an earlier run may be resumed or mixed in later
-        shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
-        for name in ("summary.json", "grad_analysis.csv"):
-            (run_dir / name).unlink(missing_ok=True)
-    ckpt_path = latest_checkpoint(run_dir)
+    start_step, history, totals = 1, None, {"elapsed_s": 0.0}
+    ckpt_path = resumable_checkpoint(cfg, run_dir, resume)
     if ckpt_path is not None:
-        changed = config_changes(cfg, run_dir)
-        if changed:
-            raise ValueError(f"{run_dir} holds a run of another config ({', '.join(changed[:6])} differ): "
-                             "resuming would mix the two; start over with resume=False (--no-resume)")
         state = load_checkpoint(ckpt_path, map_location=next(actor.parameters()).device)
         actor.load_state_dict(state["actor"])
         actor_opt.load_state_dict(state["actor_opt"])
@@ -162,39 +144,37 @@ def train(cfg: RunConfig, run_dir: Path, *, resume: bool = True, cache_dir: Path
             critic.load_state_dict(state["critic"])
             critic_opt.load_state_dict(state["critic_opt"])
         stopper.load_state_dict(state["early_stop"])
-        monitors = state["monitors"]
-        history, timings = state["history"], state["timings"]
+        monitors, history, totals = state["monitors"], state["history"], state["timings"]
         set_rng_state(state["rng"], shuffle_rng)
         start_step = int(state["step"]) + 1
-        elapsed_before = float(timings.get("elapsed_s", 0.0))
-    atomic_write_json(run_dir / "config.json", to_dict(cfg))
-    atomic_write_json(run_dir / "env.json", environment_info(actor))
+    elapsed_before = float(totals.get("elapsed_s", 0.0))
+    write_json_atomic(run_dir / CONFIG, to_dict(cfg))
+    write_json_atomic(run_dir / ENV, environment_info(actor))
     logger = RunLogger(run_dir, history, params=to_dict(cfg))
-    last_logged = int(history[-1]["step"]) if history else -1
+    timer = PhaseTimer(always=("rollout", "update", "diagnostics"))
 
     def validate() -> dict[str, float]:
-        val = collect_rollouts(actor, tokenizer, cfg.env, rc, val_seeds(cfg), group_size=1,
-                               temperature=rc.val_temperature, seed=stream_seed(cfg.seed, "validation"))
+        with timer.phase("validation"):
+            val = collect_rollouts(actor, tokenizer, cfg.env, rc, val_seeds(cfg), group_size=1,
+                                   temperature=rc.val_temperature, seed=stream_seed(cfg.seed, "validation"))
         m = rollout_metrics(val, prefix="val")
         return {"val/success": m["val/success"], "val/score": m["val/score_mean"],
                 "val/response_length_mean": m["val/response_length_mean"]}
 
     def checkpoint(step: int) -> None:
-        timings["elapsed_s"] = elapsed_before + time.perf_counter() - t_start
+        totals["elapsed_s"] = elapsed_before + time.perf_counter() - t_start
         save_checkpoint(run_dir, step, {
             "step": step, "actor": actor.state_dict(), "actor_opt": actor_opt.state_dict(),
             "critic": critic.state_dict() if critic is not None else None,
             "critic_opt": critic_opt.state_dict() if critic_opt is not None else None,
             "early_stop": stopper.state_dict(), "monitors": monitors, "history": logger.history,
-            "timings": timings, "rng": rng_state(shuffle_rng)}, keep_every=tc.keep_every)
+            "timings": totals, "rng": rng_state(shuffle_rng)}, keep_every=tc.keep_every)
 
-    # validation before training (step 0)
-    if start_step == 1 and last_logged < 0:
-        t0 = time.perf_counter()
+    if start_step == 1 and not logger.history:  # validation before training (step 0)
+        timer.seconds = {}
         metrics = validate()
-        metrics["timing_s/validation"] = time.perf_counter() - t0
         stopper.on_validation(metrics["val/success"])
-        logger.log(0, metrics)
+        logger.log(0, {**metrics, "timing_s/validation": timer.seconds["validation"]})
         if tc.save_freq > 0:
             checkpoint(0)
 
@@ -203,153 +183,106 @@ def train(cfg: RunConfig, run_dir: Path, *, resume: bool = True, cache_dir: Path
     for step in bar:
         if stopper.reason is not None:
             break
-        t_step = time.perf_counter()
-        metrics: dict[str, float] = {}
+        t_step, metrics = time.perf_counter(), {}
+        timer.reset()
 
         # ALGO LOGIC: rollout (fresh env seeds every step)
-        t0 = time.perf_counter()
-        actor.eval()
-        rollout = collect_rollouts(actor, tokenizer, cfg.env, rc, train_seeds(cfg, step), group_size=rc.group_size,
-                                   temperature=rc.temperature, seed=stream_seed(cfg.seed, "rollout", step))
+        with timer.phase("rollout"):
+            actor.eval()
+            rollout = collect_rollouts(actor, tokenizer, cfg.env, rc, train_seeds(cfg, step), group_size=rc.group_size,
+                                       temperature=rc.temperature, seed=stream_seed(cfg.seed, "rollout", step))
         metrics.update(rollout_metrics(rollout))
-        metrics["timing_s/rollout"] = time.perf_counter() - t0
 
         # ALGO LOGIC: collapse diagnostics on the unfiltered batch
-        t_diag = t_grad = 0.0
         if cfg.collapse.enabled and collapse_due(step, cfg.collapse):
-            t0 = time.perf_counter()
-            metrics.update(collapse_metrics(actor, tokenizer, rollout, cfg.collapse,
-                                            np.random.default_rng(stream_seed(cfg.seed, "collapse", step)),
-                                            monitors=monitors))
-            t_diag += time.perf_counter() - t0
+            with timer.phase("diagnostics"):
+                metrics.update(collapse_metrics(actor, tokenizer, rollout, cfg.collapse,
+                                                np.random.default_rng(stream_seed(cfg.seed, "collapse", step)),
+                                                monitors=monitors))
 
-        # ALGO LOGIC: filter groups; an empty result skips the update (spec 4.5)
-        t0 = time.perf_counter()
-        outcome = apply_filter(rollout.scores, cfg.filter, successes=rollout.successes,
-                               lengths=_lengths(rollout))
-        metrics.update(outcome.metrics)
-        kept = [int(g) for g in outcome.kept]
-        t_refill = time.perf_counter()  # DAPO: constant groups replaced by fresh ones (others: unchanged)
-        refilled = dynamic_sampling(models, cfg, rollout, kept, step)
-        train_rollout, kept = refilled.rollout, refilled.kept
-        metrics.update(refilled.metrics)
-        t_refill = time.perf_counter() - t_refill
-        metrics["timing_s/rollout"] += t_refill
-        stop_now = False
-        if not kept:
-            stop_now = stopper.on_empty_step()
-        else:
-            stop_now = stopper.on_step(metrics["filter/reward_std_mean"])
+        # ALGO LOGIC: filter groups (an empty result skips the update); DAPO replaces its constant groups
+        with timer.phase("update"):
+            outcome = apply_filter(rollout.scores, cfg.filter, successes=rollout.successes,
+                                   lengths=rollout.response_lengths)
+            metrics.update(outcome.metrics)
+        with timer.phase("rollout"):
+            refilled = dynamic_sampling(models, cfg, rollout, [int(g) for g in outcome.kept], step)
+            train_rollout, kept = refilled.rollout, refilled.kept
+            metrics.update(refilled.metrics)
+        stop_now = stopper.on_step(metrics["filter/reward_std_mean"]) if kept else stopper.on_empty_step()
         metrics["filter/consecutive_empty"] = float(stopper.consecutive_empty)
 
         if kept:
             # ALGO LOGIC: old/ref log-probs, values, advantages
-            batch, batch_metrics = prepare_update_batch(models, train_rollout, kept, cfg, preset)
-            metrics.update(batch_metrics)
-            scale = keep_rate_scale(len(kept), rollout.env_groups, cfg.filter)
-            settings = loss_settings(cfg, task_scale=scale)
-            mini = mini_batch_rows(cfg, len(batch), len(rollout))
-            micro = min(tc.micro_batch_size, mini)
-            metrics["train/mini_batch_rows"] = float(mini)
+            with timer.phase("update"):
+                batch, batch_metrics = prepare_update_batch(models, train_rollout, kept, cfg, preset)
+                metrics.update(batch_metrics)
+                settings = loss_settings(cfg, task_scale=keep_rate_scale(len(kept), rollout.env_groups, cfg.filter))
+                mini = mini_batch_rows(cfg, len(batch), len(rollout))
+                micro = min(tc.micro_batch_size, mini)
+                metrics["train/mini_batch_rows"] = float(mini)
 
-            # ALGO LOGIC: critic update (GAE only)
-            if critic is not None:
-                metrics.update(update_critic(critic, critic_opt, batch, mini_batch_size=mini, micro_batch_size=micro,
-                                             epochs=tc.ppo_epochs, grad_clip=tc.grad_clip, rng=shuffle_rng))
+                # ALGO LOGIC: critic update (GAE only)
+                if critic is not None:
+                    metrics.update(update_critic(critic, critic_opt, batch, mini_batch_size=mini,
+                                                 micro_batch_size=micro, epochs=tc.ppo_epochs,
+                                                 grad_clip=tc.grad_clip, rng=shuffle_rng))
 
             # diagnostics: RV-bucketed gradient norms, no optimiser step
             ga = cfg.grad_analysis
             if ga.enabled and (step - 1) % ga.every == 0:
-                td = time.perf_counter()
-                rv = dict(enumerate(group_std(train_rollout.scores).tolist()))
-                table = grad_analysis(actor, batch, rv, settings, num_buckets=ga.num_buckets,
-                                      mini_batch_size=tc.mini_batch_size, micro_batch_size=tc.micro_batch_size,
-                                      step=step)
-                append_table(run_dir / "grad_analysis.csv", table, keep_through_step=step - 1)
-                metrics.update(table_metrics(table))
-                t_grad = time.perf_counter() - td
+                with timer.phase("diagnostics"):
+                    rv = dict(enumerate(group_std(train_rollout.scores).tolist()))
+                    table = grad_analysis(actor, batch, rv, settings, num_buckets=ga.num_buckets,
+                                          mini_batch_size=tc.mini_batch_size, micro_batch_size=tc.micro_batch_size,
+                                          step=step)
+                    append_table(run_dir / GRAD_ANALYSIS, table, keep_through_step=step - 1)
+                    metrics.update(table_metrics(table))
 
             # ALGO LOGIC: actor update
-            metrics.update(update_actor(actor, actor_opt, batch, settings, mini_batch_size=mini,
-                                        micro_batch_size=micro, epochs=tc.ppo_epochs, grad_clip=tc.grad_clip,
-                                        rng=shuffle_rng))
-        metrics["timing_s/update"] = time.perf_counter() - t0 - t_grad - t_refill
-        metrics["timing_s/diagnostics"] = t_diag + t_grad
+            with timer.phase("update"):
+                metrics.update(update_actor(actor, actor_opt, batch, settings, mini_batch_size=mini,
+                                            micro_batch_size=micro, epochs=tc.ppo_epochs, grad_clip=tc.grad_clip,
+                                            rng=shuffle_rng))
 
         # validation every test_freq steps and at the end (empty steps validate only at the end)
         last = stop_now or step == tc.steps
         if last or (kept and tc.test_freq > 0 and step % tc.test_freq == 0):
-            t0 = time.perf_counter()
             metrics.update(validate())
-            metrics["timing_s/validation"] = time.perf_counter() - t0
-            if stopper.on_validation(metrics["val/success"]):
-                last = True
+            last = stopper.on_validation(metrics["val/success"]) or last
         if stopper.reason is not None:
             metrics[f"early_stopped/{stopper.reason}"] = 1.0
+        metrics.update({f"timing_s/{name}": s for name, s in timer.seconds.items()})
         metrics["timing_s/step"] = time.perf_counter() - t_step
-        for key in ("rollout", "update", "diagnostics", "validation"):
-            timings[f"{key}_s"] = timings.get(f"{key}_s", 0.0) + metrics.get(f"timing_s/{key}", 0.0)
-        timings["steps_timed"] = timings.get("steps_timed", 0) + 1
+        for name in TIMED_PHASES:
+            totals[f"{name}_s"] = totals.get(f"{name}_s", 0.0) + timer.seconds.get(name, 0.0)
+        totals["steps_timed"] = totals.get("steps_timed", 0) + 1
         logger.log(step, metrics)
         bar.set_postfix(score=f"{metrics['rollout/score_mean']:.3f}", kept=len(kept),
                         val=f"{metrics.get('val/success', math.nan):.3f}")
 
-        # checkpoint every save_freq steps and at the end (not after an empty step, spec 4.5)
+        # checkpoint every save_freq steps and at the end (not after an empty step)
         if (kept and tc.save_freq > 0 and step % tc.save_freq == 0) or last:
             t0 = time.perf_counter()
             checkpoint(step)
-            timings["checkpoint_s"] = timings.get("checkpoint_s", 0.0) + time.perf_counter() - t0
+            totals["checkpoint_s"] = totals.get("checkpoint_s", 0.0) + time.perf_counter() - t0
         if last:
             break
     bar.close()
     logger.close()
 
-    timings["elapsed_s"] = elapsed_before + time.perf_counter() - t_start
-    summary = summarize(logger.history, stopper.reason, timings, tc.steps)
-    atomic_write_json(run_dir / "summary.json", summary)
+    totals["elapsed_s"] = elapsed_before + time.perf_counter() - t_start
+    summary = summarize(logger.history, stopper.reason, totals, tc.steps)
+    write_json_atomic(run_dir / SUMMARY, summary)
     return summary
 
 
 # ---------------------------------------------------------------------------------------------
 # Helpers
 # ---------------------------------------------------------------------------------------------
-def validate_config(cfg: RunConfig) -> None:
-    """Cross-field checks of the trainer settings; raises ``ValueError`` naming the bad value."""
-    tc = cfg.trainer
-    resolve_agg_mode(tc.algo, tc.loss_agg_mode)
-    checks = [
-        ("trainer.steps", tc.steps, tc.steps >= 1),
-        ("trainer.mini_batch_size", tc.mini_batch_size, tc.mini_batch_size >= 1),
-        ("trainer.micro_batch_size", tc.micro_batch_size, tc.micro_batch_size >= 1),
-        ("trainer.ppo_epochs", tc.ppo_epochs, tc.ppo_epochs >= 1),
-        ("trainer.max_refill_rounds", tc.max_refill_rounds, tc.max_refill_rounds >= 0),
-        ("trainer.keep_every", tc.keep_every, tc.keep_every >= 0),
-        ("trainer.entropy_scope", tc.entropy_scope, tc.entropy_scope in ("all", "reasoning")),
-        ("trainer.kl_type", tc.kl_type, tc.kl_type in ("k1", "k2", "k3")),
-        ("trainer.dual_clip", tc.dual_clip, tc.dual_clip == 0 or tc.dual_clip > 1),
-        ("trainer.clip_low", tc.clip_low, 0 <= tc.clip_low < 1),
-        ("trainer.clip_high", tc.clip_high, tc.clip_high >= 0),
-        ("rollout.group_size", cfg.rollout.group_size, cfg.rollout.group_size >= 2),
-        ("collapse.compute_freq", cfg.collapse.compute_freq, cfg.collapse.compute_freq >= 1),
-        ("grad_analysis.every", cfg.grad_analysis.every, cfg.grad_analysis.every >= 1),
-    ]
-    for name, value, ok in checks:
-        if not ok:
-            raise ValueError(f"invalid {name}: {value!r}")
-
-
-def config_changes(cfg: RunConfig, run_dir: Path) -> list[str]:
-    """Dotted keys whose value in ``run_dir/config.json`` differs from ``cfg`` (none when no config is recorded)."""
-    path = Path(run_dir) / "config.json"
-    if not path.exists():
-        return []
-    old, new = flatten(json.loads(path.read_text())), flatten(to_dict(cfg))
-    return sorted(k for k in old.keys() | new.keys() if old.get(k, "<missing>") != new.get(k, "<missing>"))
-
-
-def _lengths(rollout) -> np.ndarray:
-    return np.array([t.response_length for t in rollout.trajectories], dtype=np.float64).reshape(
-        rollout.env_groups, rollout.group_size)
+def _adamw(model: torch.nn.Module, lr: float, weight_decay: float) -> torch.optim.AdamW:
+    return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, betas=ADAM_BETAS,
+                             weight_decay=weight_decay)
 
 
 def summarize(history: list[dict[str, Any]], reason: str | None, timings: dict[str, float],
@@ -374,33 +307,3 @@ def summarize(history: list[dict[str, Any]], reason: str | None, timings: dict[s
             "checkpoint_total": timings.get("checkpoint_s", 0.0),
         },
     }
-
-
-def environment_info(model: torch.nn.Module) -> dict[str, Any]:
-    """``env.json``: package versions, git commit, device and thread count."""
-    import importlib.metadata as md
-
-    versions = {}
-    for pkg in ("ragen2", "torch", "transformers", "numpy", "gymnasium", "dvclive", "trl"):
-        try:
-            versions[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            versions[pkg] = None
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
-                                cwd=Path(__file__).resolve().parent).stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        commit = None
-    device = next(model.parameters()).device
-    return {
-        "python": sys.version.split()[0], "platform": platform.platform(), "versions": versions,
-        "git_commit": commit, "device": str(device),
-        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor(),
-        "torch_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
-        "dtype": str(next(model.parameters()).dtype),
-    }
-
-
-def read_summary(run_dir: Path) -> dict[str, Any]:
-    """The ``summary.json`` of a finished run."""
-    return json.loads((Path(run_dir) / "summary.json").read_text())

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import torch
 
-AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
-KL_KINDS = ("k1", "k2", "k3")
+from ragen2.config import KL_TYPES, LOSS_AGG_MODES
+
+AGG_MODES = LOSS_AGG_MODES
+KL_KINDS = KL_TYPES
 
 
 # ---------------------------------------------------------------------------------------------

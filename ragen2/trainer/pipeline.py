@@ -2,16 +2,14 @@
 
 - seeding: :func:`seed_everything`, :func:`stream_seed` (independent, step-indexed random streams, so
   a resumed run draws exactly what an uninterrupted one would);
-- models: :func:`initial_policy_path` (policy + cached warm start), :func:`build_models`;
+- models: :func:`build_models` (actor, reference, critic from the policy RL starts from:
+  :func:`ragen2.warmstart.initial_policy`);
 - data: :func:`rollout_metrics`, :func:`prepare_update_batch` (tensors, old/ref log-probs, values,
   advantages) and :func:`loss_settings`.
 """
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
-import json
 import random
 import zlib
 from dataclasses import dataclass
@@ -21,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ragen2.config import RunConfig, to_dict
+from ragen2.config import RunConfig
 from ragen2.rollout.types import RolloutBatch
 from ragen2.trainer.actor import LossSettings, compute_logprobs
 from ragen2.trainer.advantages import compute_gae, grpo_advantages, whiten
@@ -60,46 +58,6 @@ def val_seeds(cfg: RunConfig) -> list[int]:
 # ---------------------------------------------------------------------------------------------
 # Models
 # ---------------------------------------------------------------------------------------------
-WARM_START_IGNORED_ROLLOUT = ("env_groups", "group_size", "temperature", "val_temperature", "val_groups",
-                              "train_seed")
-"""Rollout fields the warm start does not read (changing them must not rebuild it)."""
-
-
-def _warm_start_key(cfg: RunConfig) -> str:
-    rollout = {k: v for k, v in to_dict(cfg.rollout).items() if k not in WARM_START_IGNORED_ROLLOUT}
-    policy = {k: v for k, v in to_dict(cfg.policy).items() if k != "device"}
-    from ragen2.warmstart import corpus_env
-
-    warm = {k: v for k, v in to_dict(cfg.warm_start).items() if k != "env_kwargs"}  # in corpus_env already
-    blob = json.dumps({"env": to_dict(corpus_env(cfg)), "policy": policy, "warm_start": warm,
-                       "rollout": rollout}, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
-def initial_policy_path(cfg: RunConfig, cache_dir: Path) -> Path:
-    """The checkpoint RL starts from: the resolved policy, warm-started if ``warm_start.steps > 0``.
-
-    The warm start is cached in ``cache_dir/warm_start/<hash>`` (outside the run dir), keyed by the
-    env, policy, warm-start and rollout settings it depends on, and built once, under a file lock,
-    however many runs share it. The tiny base policy is cached in ``cache_dir/policies``.
-    """
-    from ragen2.policy import resolve_policy
-
-    cache_dir = Path(cache_dir)
-    base = resolve_policy(cfg.policy, [cfg.env.name], cache_dir / "policies")
-    if cfg.warm_start.steps == 0:
-        return base
-    from ragen2.warmstart import warm_start
-
-    out_dir = cache_dir / "warm_start" / _warm_start_key(cfg)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    with open(out_dir.parent / f"{out_dir.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (out_dir / "warm_start.json").exists():  # written last, by an atomic rename of the whole dir
-            return out_dir
-        return Path(warm_start(cfg, out_dir, base_policy=base))
-
-
 @dataclass
 class Models:
     actor: torch.nn.Module

@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from ragen2.config import RunConfig, apply_overrides, to_dict
+from ragen2.config import ConfigError, RunConfig, apply_overrides, to_dict
 from ragen2.trainer.checkpoint import latest_checkpoint, load_checkpoint
 from ragen2.trainer.loop import train
 from ragen2.trainer.runlog import read_metrics
+from ragen2.warmstart import initial_policy
 from tests.trainer._tiny import TINY_RUN
 
 REPO = Path(__file__).resolve().parents[2]
@@ -45,7 +46,7 @@ def _comparable(rows):
 def test_ppo_run_writes_records_and_moves_parameters(tmp_path, cache_dir):
     cfg = _cfg("trainer.algo=ppo", "trainer.steps=2", "trainer.kl_coef=0.1", "grad_analysis.enabled=true",
                "grad_analysis.every=2", "grad_analysis.num_buckets=1")
-    summary = train(cfg, tmp_path / "run", cache_dir=cache_dir, progress=False)
+    summary = train(cfg, tmp_path / "run", initial_policy(cfg, cache_dir), progress=False)
     run = tmp_path / "run"
     for name in ("config.json", "env.json", "summary.json", "metrics.jsonl", "grad_analysis.csv",
                  "dvclive/metrics.json"):
@@ -65,9 +66,8 @@ def test_ppo_run_writes_records_and_moves_parameters(tmp_path, cache_dir):
     # the actor moved away from the initial policy; the critic and optimisers were saved
     state = load_checkpoint(latest_checkpoint(run))
     from ragen2.policy import load_policy
-    from ragen2.trainer.pipeline import initial_policy_path
 
-    init, _ = load_policy(initial_policy_path(cfg, cache_dir), device="cpu")
+    init, _ = load_policy(initial_policy(cfg, cache_dir), device="cpu")
     moved = [not torch.equal(v, state["actor"][k]) for k, v in init.state_dict().items()]
     assert any(moved)
     assert state["critic"] is not None and state["step"] == 2
@@ -81,39 +81,39 @@ def test_ppo_run_writes_records_and_moves_parameters(tmp_path, cache_dir):
 
 def test_grpo_run_is_finite_moves_parameters_and_repeats_exactly(tmp_path, cache_dir):
     cfg = _cfg("trainer.algo=grpo", "trainer.steps=2", "trainer.entropy_scope=reasoning")
-    summary = train(cfg, tmp_path / "a", cache_dir=cache_dir, progress=False)
+    summary = train(cfg, tmp_path / "a", initial_policy(cfg, cache_dir), progress=False)
     assert summary["steps_completed"] == 2 and (tmp_path / "a" / "summary.json").exists()
     a = read_metrics(tmp_path / "a")
     for row in a[1:]:
         for name in DOCUMENTED:
             assert math.isfinite(row[name]), (name, row.get(name))
     from ragen2.policy import load_policy
-    from ragen2.trainer.pipeline import initial_policy_path
 
-    init, _ = load_policy(initial_policy_path(cfg, cache_dir), device="cpu")
+    init, _ = load_policy(initial_policy(cfg, cache_dir), device="cpu")
     state = load_checkpoint(latest_checkpoint(tmp_path / "a"))
     assert any(not torch.equal(v, state["actor"][k]) for k, v in init.state_dict().items())
 
-    train(cfg, tmp_path / "b", cache_dir=cache_dir, progress=False)
+    train(cfg, tmp_path / "b", initial_policy(cfg, cache_dir), progress=False)
     b = read_metrics(tmp_path / "b")
     assert _comparable(a) == _comparable(b)
-    other = train(apply_overrides(cfg, ["seed=1"]), tmp_path / "c", cache_dir=cache_dir, progress=False)
+    seed1 = apply_overrides(cfg, ["seed=1"])
+    other = train(seed1, tmp_path / "c", initial_policy(seed1, cache_dir), progress=False)
     assert other["steps_completed"] == 2
     assert _comparable(read_metrics(tmp_path / "c")) != _comparable(a)
 
 
-def test_bad_setting_is_named(tmp_path, cache_dir):
-    with pytest.raises(ValueError, match="entropy_scope"):
-        train(_cfg("trainer.entropy_scope=thinking"), tmp_path / "x", cache_dir=cache_dir)
-    with pytest.raises(ValueError, match="max_refill_rounds: -2"):
-        train(_cfg("trainer.max_refill_rounds=-2"), tmp_path / "y", cache_dir=cache_dir)
+def test_bad_setting_is_named_before_training():
+    with pytest.raises(ConfigError, match="trainer.entropy_scope='thinking': must be one of all, reasoning"):
+        _cfg("trainer.entropy_scope=thinking")
+    with pytest.raises(ConfigError, match="trainer.max_refill_rounds=-2: must be >= 0"):
+        _cfg("trainer.max_refill_rounds=-2")
 
 
 @pytest.mark.slow
 def test_sigkill_and_resume_matches_uninterrupted_run(tmp_path, cache_dir):
     overrides = ["trainer.algo=ppo", "trainer.steps=4", "trainer.kl_coef=0.05"]
     cfg = _cfg(*overrides)
-    train(cfg, tmp_path / "ref", cache_dir=cache_dir, progress=False)
+    train(cfg, tmp_path / "ref", initial_policy(cfg, cache_dir), progress=False)
     expected = read_metrics(tmp_path / "ref")
 
     run = tmp_path / "killed"
@@ -121,8 +121,9 @@ def test_sigkill_and_resume_matches_uninterrupted_run(tmp_path, cache_dir):
               "from pathlib import Path\n"
               "from ragen2.config import RunConfig, apply_overrides\n"
               "from ragen2.trainer.loop import train\n"
+              "from ragen2.warmstart import initial_policy\n"
               f"cfg = apply_overrides(RunConfig(), {TINY + overrides!r})\n"
-              f"train(cfg, Path({str(run)!r}), cache_dir=Path({str(cache_dir)!r}), progress=False)\n")
+              f"train(cfg, Path({str(run)!r}), initial_policy(cfg, Path({str(cache_dir)!r})), progress=False)\n")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, env=env)
     deadline = time.time() + 300
@@ -136,7 +137,7 @@ def test_sigkill_and_resume_matches_uninterrupted_run(tmp_path, cache_dir):
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert not (run / "summary.json").exists()
-    summary = train(cfg, run, cache_dir=cache_dir, progress=False)
+    summary = train(cfg, run, initial_policy(cfg, cache_dir), progress=False)
     assert summary["steps_completed"] == 4
     assert _comparable(read_metrics(run)) == _comparable(expected)
     steps_in_tsv = (run / "dvclive" / "plots" / "metrics" / "rollout" / "score_mean.tsv").read_text().split("\n")
@@ -166,7 +167,7 @@ def test_collapse_metrics_are_logged_every_compute_freq_steps(tmp_path, cache_di
 
     monkeypatch.setattr(collect, "collect_rollouts", with_reasoning)
     cfg = _cfg("trainer.algo=grpo", "trainer.steps=5", "collapse.compute_freq=2", "trainer.save_freq=0")
-    train(cfg, tmp_path / "run", cache_dir=cache_dir, progress=False)
+    train(cfg, tmp_path / "run", initial_policy(cfg, cache_dir), progress=False)
     rows = {r["step"]: r for r in read_metrics(tmp_path / "run")}
     logged = {step for step, r in rows.items() if "collapse_first_turn/mi_estimate" in r}
     assert logged == {1, 2, 4}
@@ -181,7 +182,7 @@ def test_keep_every_leaves_the_mid_run_checkpoints_on_disk(tmp_path, cache_dir):
     from ragen2.trainer.checkpoint import kept_checkpoints
 
     cfg = _cfg("trainer.algo=grpo", "trainer.steps=3", "trainer.keep_every=2", "collapse.enabled=false")
-    train(cfg, tmp_path / "run", cache_dir=cache_dir, progress=False)
+    train(cfg, tmp_path / "run", initial_policy(cfg, cache_dir), progress=False)
     kept = kept_checkpoints(tmp_path / "run")
     assert sorted(kept) == [2, 3]
     assert load_checkpoint(kept[2])["step"] == 2
@@ -208,7 +209,7 @@ def test_dapo_refills_constant_groups_and_repeats_exactly(tmp_path, cache_dir, m
 
     monkeypatch.setattr(collect_mod, "collect_rollouts", collect)
     cfg = _cfg("trainer.algo=dapo", "trainer.steps=3", "trainer.max_refill_rounds=3", "collapse.enabled=false")
-    train(cfg, tmp_path / "a", cache_dir=cache_dir, progress=False)
+    train(cfg, tmp_path / "a", initial_policy(cfg, cache_dir), progress=False)
     rows = read_metrics(tmp_path / "a")[1:]
     k, groups = cfg.rollout.group_size, cfg.rollout.env_groups
     for row in rows:
@@ -217,10 +218,10 @@ def test_dapo_refills_constant_groups_and_repeats_exactly(tmp_path, cache_dir, m
         assert row["filter/dynamic_sampling_drawn"] == dropped and row["filter/dynamic_sampling_short"] == 0
         assert row["train/task_rows"] == k * groups and math.isfinite(row["actor/pg_loss"])
     assert sum(r["filter/dynamic_sampling_dropped"] for r in rows) > 0  # the untrained policy: constant groups
-    train(cfg, tmp_path / "b", cache_dir=cache_dir, progress=False)
+    train(cfg, tmp_path / "b", initial_policy(cfg, cache_dir), progress=False)
     assert _comparable(read_metrics(tmp_path / "b")) == _comparable(read_metrics(tmp_path / "a"))
     monkeypatch.setattr(collect_mod, "collect_rollouts", real)  # constant refills: rounds run out, no update
-    train(cfg, tmp_path / "c", cache_dir=cache_dir, progress=False)
+    train(cfg, tmp_path / "c", initial_policy(cfg, cache_dir), progress=False)
     for row in read_metrics(tmp_path / "c")[1:]:
         assert row["filter/dynamic_sampling_rounds"] == 3 and row["filter/dynamic_sampling_short"] == groups
         assert "train/task_rows" not in row
@@ -228,8 +229,8 @@ def test_dapo_refills_constant_groups_and_repeats_exactly(tmp_path, cache_dir, m
 
 def test_resuming_a_run_of_another_config_is_refused(tmp_path, cache_dir):
     cfg = _cfg("trainer.algo=grpo", "trainer.steps=1", "collapse.enabled=false")
-    train(cfg, tmp_path / "a", cache_dir=cache_dir, progress=False)
+    train(cfg, tmp_path / "a", initial_policy(cfg, cache_dir), progress=False)
     with pytest.raises(ValueError, match=r"another config \(seed, trainer.actor_lr differ\)"):
         train(apply_overrides(cfg, ["seed=3", "trainer.actor_lr=0.5"]), tmp_path / "a", cache_dir=cache_dir)
-    again = train(cfg, tmp_path / "a", cache_dir=cache_dir, progress=False)  # the same config resumes
+    again = train(cfg, tmp_path / "a", initial_policy(cfg, cache_dir), progress=False)  # the same config resumes
     assert again["steps_completed"] == 1

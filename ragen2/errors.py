@@ -1,0 +1,18 @@
+"""Errors a user can cause and fix: the command line prints them as one line and exits with status 2.
+
+Everything else that raises is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """Bad input from the user (a config value, a run id, a path); the message names it."""
+
+
+class ConfigError(UserError, ValueError):
+    """A configuration key or value is wrong; the message names the key, the value and what is allowed."""
+
+
+class MissingPathError(UserError, FileNotFoundError):
+    """A file or directory the user named (or that a command needs) does not exist."""

@@ -1,0 +1,153 @@
+"""A training run's directory: its layout, and the one reader of what a run writes.
+
+::
+
+    <run_dir>/
+        config.json        the RunConfig (``ragen2.config.to_dict``)
+        env.json           package versions, commit, device, threads (:func:`environment_info`)
+        summary.json       final and best validation, steps, timings (written when the run ends)
+        metrics.jsonl      one JSON row per step (``ragen2.trainer.runlog``)
+        grad_analysis.csv  the RV-bucketed gradient norms (when ``grad_analysis.enabled``)
+        dvclive/           the same metrics for DVC and dvclive
+        checkpoints/       step_NNNNNN.pt and latest.json (``ragen2.trainer.checkpoint``)
+
+Every module that reads a run directory (the trainer's resume check, ``evaluate``, the reproduction
+layer) goes through the functions here, so the layout is written down once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from ragen2.config import RunConfig, flatten, from_dict, to_dict
+from ragen2.errors import MissingPathError
+
+CONFIG = "config.json"
+ENV = "env.json"
+SUMMARY = "summary.json"
+METRICS = "metrics.jsonl"
+GRAD_ANALYSIS = "grad_analysis.csv"
+CHECKPOINTS = "checkpoints"
+
+
+def read_json(path: str | Path) -> dict[str, Any]:
+    """A JSON object from ``path``; a missing file, bad JSON or a non-object raise errors naming the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise MissingPathError(f"{str(path)!r} does not exist")
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def is_run_dir(path: str | Path) -> bool:
+    """True when ``path`` is a directory holding a ``config.json``."""
+    return (Path(path) / CONFIG).is_file()
+
+
+def read_config_dict(run_dir: str | Path) -> dict[str, Any]:
+    """The run's ``config.json`` as a dict (as written; see :func:`read_config` for the checked form)."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise MissingPathError(f"run directory {str(run_dir)!r} does not exist")
+    if not is_run_dir(run_dir):
+        raise MissingPathError(f"{str(run_dir)!r} is not a run directory (no {CONFIG})")
+    return read_json(run_dir / CONFIG)
+
+
+def read_config(run_dir: str | Path) -> RunConfig:
+    """The run's :class:`~ragen2.config.RunConfig`, strictly loaded from its ``config.json``."""
+    return from_dict(RunConfig, read_config_dict(run_dir))
+
+
+def read_summary(run_dir: str | Path) -> dict[str, Any]:
+    """The ``summary.json`` of a finished run."""
+    return read_json(Path(run_dir) / SUMMARY)
+
+
+def config_changes(cfg: RunConfig, run_dir: str | Path) -> list[str]:
+    """Dotted keys whose value in ``run_dir/config.json`` differs from ``cfg`` (none when no config is recorded)."""
+    if not is_run_dir(run_dir):
+        return []
+    old, new = flatten(read_config_dict(run_dir)), flatten(to_dict(cfg))
+    return sorted(k for k in old.keys() | new.keys() if old.get(k, "<missing>") != new.get(k, "<missing>"))
+
+
+def environment_info(model) -> dict[str, Any]:
+    """``env.json``: package versions, git commit, device and thread count."""
+    import importlib.metadata as md
+
+    import torch
+
+    versions = {}
+    for pkg in ("ragen2", "torch", "transformers", "numpy", "gymnasium", "dvclive", "trl"):
+        try:
+            versions[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            versions[pkg] = None
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
+                                cwd=Path(__file__).resolve().parent).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        commit = None
+    device = next(model.parameters()).device
+    return {
+        "python": sys.version.split()[0], "platform": platform.platform(), "versions": versions,
+        "git_commit": commit, "device": str(device),
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor(),
+        "torch_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
+        "dtype": str(next(model.parameters()).dtype),
+    }
+
+
+def checkpoint_path(run_dir: str | Path, checkpoint: str = "latest") -> Path | None:
+    """The checkpoint file of ``checkpoint``: ``latest``, ``mid`` (the kept one nearest half the latest step),
+    ``initial`` (None: the policy the run started from) or a kept step number."""
+    from ragen2.trainer.checkpoint import kept_checkpoints, latest_checkpoint
+
+    run_dir = Path(run_dir)
+    if checkpoint == "initial":
+        return None
+    latest = latest_checkpoint(run_dir)
+    if checkpoint in ("latest", "mid") and latest is None:
+        raise MissingPathError(f"{run_dir} has no checkpoint")
+    if checkpoint == "latest":
+        return latest
+    kept = kept_checkpoints(run_dir)
+    if checkpoint == "mid":
+        earlier = {step: path for step, path in kept.items() if path != latest}
+        if not earlier:
+            raise MissingPathError(f"{run_dir} kept no checkpoint before its latest (set trainer.keep_every)")
+        half = max(kept) / 2
+        return earlier[min(earlier, key=lambda s: (abs(s - half), s))]
+    try:
+        return kept[int(checkpoint)]
+    except (ValueError, KeyError):
+        raise ValueError(f"checkpoint {checkpoint!r} is not 'latest', 'mid', 'initial' or a kept step "
+                         f"of {run_dir} ({sorted(kept)})") from None
+
+
+def load_run_policy(run_dir: str | Path, checkpoint: str = "latest", cache_dir: str | Path = "data/cache"):
+    """``(cfg, model, tokenizer)``: a run's actor at ``checkpoint`` (see :func:`checkpoint_path`), in eval mode."""
+    from ragen2.policy import load_policy
+    from ragen2.trainer.checkpoint import load_checkpoint
+    from ragen2.warmstart import initial_policy
+
+    cfg = read_config(run_dir)
+    path = checkpoint_path(run_dir, checkpoint)
+    model, tokenizer = load_policy(initial_policy(cfg, Path(cache_dir)), dtype=cfg.policy.dtype,
+                                   device=cfg.policy.device)
+    if path is not None:
+        model.load_state_dict(load_checkpoint(path, map_location=next(model.parameters()).device)["actor"])
+    model.eval()
+    return cfg, model, tokenizer
