@@ -244,7 +244,7 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
 
 def _cmd_gains(args: argparse.Namespace) -> int:
     from ragen2.evaluate import Evaluation, learning_gains
-    from ragen2.results_io import to_markdown
+    from ragen2.markdown import to_markdown
 
     def read(path: str) -> Evaluation:
         return Evaluation.from_dict(json.loads(Path(path).read_text()))

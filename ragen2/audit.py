@@ -51,7 +51,7 @@ import numpy as np
 import pandas as pd
 
 from ragen2.filter import METRICS, FilterConfig, group_scores, select_groups
-from ragen2.results_io import to_markdown as _table_markdown
+from ragen2.markdown import to_markdown as _table_markdown
 
 DEFAULT_TOP_P_VALUES = (1.0, 0.98, 0.95, 0.9, 0.8, 0.6, 0.4)
 """The top-p values of the paper's top-p sweep (spec 7.2)."""

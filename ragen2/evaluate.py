@@ -181,20 +181,21 @@ def learning_gains(start: Evaluation, ends: dict[str, list[Evaluation]]) -> pd.D
     gaining; then ``start_invalid`` and ``end_invalid`` (percent of turns without a valid action, the runs'
     mean; NaN where an evaluation did not record turns).
     """
-    from ragen2.stats import paired_test
+    from scipy import stats
 
     rows = []
     for label, evals in ends.items():
         if not evals:
             raise ValueError(f"label {label!r} has no evaluations")
         gains = np.array([paired_gain(start, e) for e in evals]) * 100
-        result = paired_test(gains, np.zeros_like(gains))
+        t_p = float(stats.ttest_1samp(gains, 0.0).pvalue) if gains.size > 1 and np.ptp(gains) > 0 else (
+            float("nan") if gains.size < 2 else float(gains[0] == 0))  # equal gains: p 0, or 1 if all are 0
         end = np.array([e.success for e in evals]) * 100
         spread = float(gains.std(ddof=1)) if gains.size > 1 else float("nan")
         rows.append({"label": label, "runs": int(gains.size), "start": start.success * 100,
                      "end_mean": float(end.mean()), "end_std": float(end.std(ddof=1)) if end.size > 1 else float("nan"),
                      "gain_mean": float(gains.mean()), "gain_std": spread, "min_gain": float(gains.min()),
-                     "t_p": result.t_p, "above_spread": bool(gains.size > 1 and gains.mean() > spread
+                     "t_p": t_p, "above_spread": bool(gains.size > 1 and gains.mean() > spread
                                                              and gains.min() > 0),
                      "start_invalid": start.invalid_turn_rate * 100,
                      "end_invalid": float(np.mean([e.invalid_turn_rate for e in evals])) * 100})

@@ -34,6 +34,7 @@ import pandas as pd
 from ragen2.config import flatten, from_dict
 from ragen2.fileio import write_bytes_atomic, write_json_atomic, write_text_atomic  # noqa: F401  (re-exported)
 from ragen2.filter import FilterConfig
+from ragen2.markdown import flat_columns, to_markdown
 
 FIGURE_DPI = 200
 """Resolution of every saved PNG (the PDF is vector; its raster parts use the same dpi)."""
@@ -108,31 +109,6 @@ def save_figure(
     return paths
 
 
-def _cell(value: Any) -> str:
-    if isinstance(value, float):
-        return "" if math.isnan(value) else f"{value:.4g}"
-    return str(value).replace("|", "\\|").replace("\n", " ")
-
-
-def _flat_columns(df: pd.DataFrame) -> pd.DataFrame:
-    if isinstance(df.columns, pd.MultiIndex):
-        df = df.copy()
-        df.columns = ["/".join(str(p) for p in col if str(p)) for col in df.columns]
-    return df
-
-
-def to_markdown(df: pd.DataFrame) -> str:
-    """A GitHub-style markdown table of ``df`` (index included when it is named or not a RangeIndex)."""
-    df = _flat_columns(df)
-    if not isinstance(df.index, pd.RangeIndex) or any(n is not None for n in df.index.names):
-        df = df.reset_index()
-    header = [str(c) for c in df.columns]
-    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
-    for row in df.itertuples(index=False):
-        lines.append("| " + " | ".join(_cell(v) for v in row) + " |")
-    return "\n".join(lines) + "\n"
-
-
 def save_table(
     df: pd.DataFrame, name: str, out_dir: str | Path = "paper_figures", *, caption: str | None = None
 ) -> dict[str, Path]:
@@ -147,7 +123,7 @@ def save_table(
     _check_name(name)
     if not isinstance(df, pd.DataFrame):
         raise TypeError(f"df must be a pandas DataFrame, got {type(df).__name__}")
-    flat = _flat_columns(df)
+    flat = flat_columns(df)
     keep_index = not isinstance(flat.index, pd.RangeIndex) or any(n is not None for n in flat.index.names)
     csv_text = flat.to_csv(index=keep_index, lineterminator="\n")
     out = Path(out_dir)
