@@ -37,9 +37,34 @@ import os
 import sys
 from pathlib import Path
 
+from ragen2.errors import UserError
+
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
                "HF_HUB_DISABLE_TELEMETRY": "1", "DVC_NO_ANALYTICS": "1", "DVC_STUDIO_OFFLINE": "1",
                "TOKENIZERS_PARALLELISM": "false"}
+
+
+def _parents() -> dict[str, argparse.ArgumentParser]:
+    """The options several commands share, declared once (argparse ``parents=``)."""
+    def parent(*args, **kwargs) -> argparse.ArgumentParser:
+        p = argparse.ArgumentParser(add_help=False)
+        p.add_argument(*args, **kwargs)
+        return p
+
+    return {
+        "params": parent("--params", default="params.yaml", help="the params file (default: params.yaml)"),
+        "set": parent("--set", action="append", default=[], metavar="KEY=VALUE",
+                      help="override a config value, e.g. --set trainer.steps=5 (repeatable)"),
+        "cache": parent("--cache-dir", default="data/cache", help="policy / warm-start cache (default: data/cache)"),
+        "threads": parent("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)"),
+    }
+
+
+PARENTS = _parents()
+
+
+def _with(*names: str) -> list[argparse.ArgumentParser]:
+    return [PARENTS[n] for n in names]
 
 
 def _set_threads(threads: int | None) -> None:
@@ -64,15 +89,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _add_train(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("train", help="train one run declared in params.yaml")
+    p = sub.add_parser("train", help="train one run declared in params.yaml",
+                       parents=_with("params", "set", "cache", "threads"))
     p.add_argument("run_id", help="a key of params.yaml's `runs` mapping")
-    p.add_argument("--params", default="params.yaml", help="the params file (default: params.yaml)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config value, e.g. --set trainer.steps=5 (repeatable)")
     p.add_argument("--run-dir", default=None, help="output directory (default: data/runs/<RUN_ID>)")
-    p.add_argument("--cache-dir", default="data/cache", help="policy / warm-start cache (default: data/cache)")
     p.add_argument("--no-resume", action="store_true", help="start over even if a checkpoint exists")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.set_defaults(func=_cmd_train)
 
 
@@ -88,12 +109,11 @@ def _cmd_train_runs(args: argparse.Namespace) -> int:
 
 
 def _add_train_runs(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("train-runs", help="train several runs of params.yaml on worker processes, dearest first")
+    p = sub.add_parser("train-runs", help="train several runs of params.yaml on worker processes, dearest first",
+                       parents=_with("params", "cache"))
     p.add_argument("run_ids", nargs="+", help="keys of params.yaml's `runs` mapping (into data/runs/<RUN_ID>)")
-    p.add_argument("--params", default="params.yaml", help="the params file (default: params.yaml)")
     p.add_argument("--workers", type=int, default=2, help="worker processes (default: 2)")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads per worker (default: 1)")
-    p.add_argument("--cache-dir", default="data/cache", help="policy / warm-start cache (default: data/cache)")
     p.set_defaults(func=_cmd_train_runs)
 
 
@@ -109,12 +129,11 @@ def _cmd_grad_analysis(args: argparse.Namespace) -> int:
 
 
 def _add_grad_analysis(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("grad-analysis", help="RV-bucketed gradient norms on a run's latest checkpoint")
+    p = sub.add_parser("grad-analysis", help="RV-bucketed gradient norms on a run's latest checkpoint",
+                       parents=_with("cache", "threads"))
     p.add_argument("run_dir", help="a run directory with checkpoints/")
     p.add_argument("--buckets", type=int, default=None, help="RV quantile buckets (default: the run's)")
     p.add_argument("--out", default=None, help="also write the table to this CSV file")
-    p.add_argument("--cache-dir", default="data/cache", help="policy / warm-start cache (default: data/cache)")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.set_defaults(func=_cmd_grad_analysis)
 
 
@@ -125,7 +144,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     try:
         env_kwargs = json.loads(args.env_kwargs)
     except json.JSONDecodeError as e:
-        raise SystemExit(f"--env-kwargs {args.env_kwargs!r} is not valid JSON: {e}") from e
+        raise UserError(f"--env-kwargs {args.env_kwargs!r} is not valid JSON: {e}") from None
     report = run_audit_command(args.policy, args.env, env_kwargs=env_kwargs, num_prompts=args.prompts,
                                samples_per_prompt=args.samples, seed=args.seed, out=args.out,
                                cache_dir=args.cache_dir, device=args.device, max_new_tokens=args.max_new_tokens)
@@ -134,7 +153,8 @@ def _cmd_audit(args: argparse.Namespace) -> int:
 
 
 def _add_audit(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("audit", help="pre-flight filter audit: zero-variance share, RV spread, keep ratios")
+    p = sub.add_parser("audit", help="pre-flight filter audit: zero-variance share, RV spread, keep ratios",
+                       parents=_with("threads"))
     p.add_argument("--policy", required=True, help="`tiny`, a local model directory or a model id")
     p.add_argument("--env", required=True, help="environment registry name, e.g. frozenlake")
     p.add_argument("--env-kwargs", default="{}", help='environment kwargs as JSON, e.g. \'{"success_rate": 1.0}\'')
@@ -145,7 +165,6 @@ def _add_audit(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-new-tokens", type=int, default=None, help="tokens per turn (default: the config's)")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda (default: auto)")
     p.add_argument("--cache-dir", default="data/cache", help="tiny-policy cache (default: data/cache)")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.set_defaults(func=_cmd_audit)
 
 
@@ -188,21 +207,17 @@ def _cmd_warmstart(args: argparse.Namespace) -> int:
         (marker / "initial_policy.json").write_text(json.dumps({"policy": str(path), "warm_start_steps": 0}) + "\n")
         path = marker
     if args.expect and path.resolve() != Path(args.expect).resolve():
-        raise SystemExit(f"warm start of {args.run_id!r} is at {path}, not at --expect {args.expect}; "
-                         "regenerate params.yaml with `python -m ragen2 profile ... --write params.yaml`")
+        raise UserError(f"warm start of {args.run_id!r} is at {path}, not at --expect {args.expect}; "
+                        "regenerate params.yaml with `python -m ragen2 profile ... --write params.yaml`")
     print(path)
     return 0
 
 
 def _add_warmstart(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("warmstart", help="build (or find) the warm start a run starts from")
+    p = sub.add_parser("warmstart", help="build (or find) the warm start a run starts from",
+                       parents=_with("params", "set", "cache", "threads"))
     p.add_argument("run_id", help="a key of params.yaml's `runs` mapping")
-    p.add_argument("--params", default="params.yaml", help="the params file (default: params.yaml)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config value as `train --set` does, e.g. --set env.name=sokoban (repeatable)")
-    p.add_argument("--cache-dir", default="data/cache", help="policy / warm-start cache (default: data/cache)")
     p.add_argument("--expect", default=None, metavar="PATH", help="fail unless the warm start lands here")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.set_defaults(func=_cmd_warmstart)
 
 
@@ -212,7 +227,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
     _set_threads(args.threads)
     if args.sampling_seeds < 1:
-        raise SystemExit(f"--sampling-seeds must be >= 1, got {args.sampling_seeds}")
+        raise UserError(f"--sampling-seeds={args.sampling_seeds}: must be >= 1")
     cfg, actor, tokenizer = load_run_policy(Path(args.run_dir), args.checkpoint, cache_dir=Path(args.cache_dir))
     result = evaluate_policy(actor, tokenizer, cfg, policy=f"{args.run_dir}@{args.checkpoint}",
                              episodes=args.episodes, sampling_seeds=list(range(args.sampling_seeds)),
@@ -228,7 +243,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def _add_evaluate(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("evaluate", help="re-score a run's policy on many paired validation seeds")
+    p = sub.add_parser("evaluate", help="re-score a run's policy on many paired validation seeds",
+                       parents=_with("cache", "threads"))
     p.add_argument("run_dir", help="a run directory (config.json, checkpoints/)")
     p.add_argument("--checkpoint", default="latest", help="latest (default), initial (the warm start) or a kept step")
     p.add_argument("--episodes", type=int, default=512, help="env seeds from the run's val_seed on (default: 512)")
@@ -237,8 +253,6 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
                    help="sampling temperature, 0 = greedy (default: the run's val_temperature)")
     p.add_argument("--expert", action="store_true", help="also score the expert on the same env seeds")
     p.add_argument("--out", default=None, help="write the evaluation (with per-episode successes) to this JSON file")
-    p.add_argument("--cache-dir", default="data/cache", help="policy / warm-start cache (default: data/cache)")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.set_defaults(func=_cmd_evaluate)
 
 
@@ -247,13 +261,15 @@ def _cmd_gains(args: argparse.Namespace) -> int:
     from ragen2.markdown import to_markdown
 
     def read(path: str) -> Evaluation:
-        return Evaluation.from_dict(json.loads(Path(path).read_text()))
+        from ragen2.rundir import read_json
+
+        return Evaluation.from_dict(read_json(path))
 
     ends = {}
     for item in args.ends:
         label, sep, paths = item.partition("=")
         if not sep or not label or not paths:
-            raise SystemExit(f"{item!r} is not of the form LABEL=END.json[,END.json...]")
+            raise UserError(f"{item!r} is not of the form LABEL=END.json[,END.json...]")
         ends[label] = [read(p) for p in paths.split(",")]
     table = learning_gains(read(args.start), ends)
     print(to_markdown(table))
@@ -309,9 +325,9 @@ def _params_run_ids(params: str) -> list[str]:
 
 
 def _add_stale_runs(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("stale-runs", help="run ids whose DVC train stage is not up to date (params.yaml order)")
+    p = sub.add_parser("stale-runs", help="run ids whose DVC train stage is not up to date (params.yaml order)",
+                       parents=_with("params"))
     p.add_argument("--dvc", default="dvc", help="the dvc executable (default: dvc on PATH)")
-    p.add_argument("--params", default="params.yaml", help="the params file, for the order (default: params.yaml)")
     p.set_defaults(func=_cmd_stale_runs)
 
 
@@ -339,10 +355,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run a command; a user error (bad key, value, run id or path) is one line on stderr and exit status 2."""
     for key, value in OFFLINE_ENV.items():
         os.environ.setdefault(key, value)
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except UserError as e:
+        print(f"ragen2 {args.command}: error: {' '.join(str(e).split())}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 import pytest
 
 from ragen2.__main__ import build_parser, main
-from ragen2.config import ConfigError
+from ragen2.config import ConfigError, load_config
 
 
 def test_train_arguments_parse():
@@ -13,11 +13,44 @@ def test_train_arguments_parse():
     assert args.run_dir == "out" and args.no_resume and args.params == "params.yaml"
 
 
-def test_unknown_run_id_is_named(tmp_path):
+def _params(tmp_path):
     params = tmp_path / "params.yaml"
     params.write_text("base: {seed: 0}\nruns: {a: {}}\n")
-    with pytest.raises(ConfigError, match="'nope'"):
-        main(["train", "nope", "--params", str(params), "--run-dir", str(tmp_path / "run")])
+    return str(params)
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["train", "nope"], "unknown run id 'nope'"),
+    (["train", "a", "--set", "trainer.algo=foo"], "trainer.algo='foo': must be one of ppo, grpo, dapo, dr_grpo"),
+    (["train", "a", "--set", "trainer.kl_type=k4"], "trainer.kl_type='k4': must be one of k1, k2, k3"),
+    (["train", "a", "--set", "trainer.stepz=3"], "unknown key 'trainer.stepz'"),
+    (["train", "a", "--set", "filter.value=1.5"], "filter.value=1.5: must be in (0, 1] for strategy 'top_p'"),
+    (["train", "a", "--set", "rollout.group_size=1"], "rollout.group_size=1: must be >= 2"),
+    (["train", "a", "--set", "trainer.steps=ten"], "trainer.steps: expected an int, got 'ten'"),
+    (["warmstart", "a", "--set", "warm_start.nope=1"], "unknown key 'warm_start.nope'"),
+])
+def test_bad_input_is_one_line_naming_the_key_and_exit_status_2(tmp_path, capsys, argv, named):
+    argv = argv + ["--params", _params(tmp_path)]
+    if argv[0] == "train":
+        argv += ["--run-dir", str(tmp_path / "run")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"ragen2 {argv[0]}: error: ") and named in err, err
+    assert not (tmp_path / "run").exists()  # nothing started
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["train", "a", "--params", "missing.yaml"], "params file 'missing.yaml' does not exist"),
+    (["evaluate", "no/such/run"], "run directory 'no/such/run' does not exist"),
+    (["grad-analysis", "no/such/run"], "run directory 'no/such/run' does not exist"),
+    (["gains", "no/start.json", "ppo=no/end.json"], ".json' does not exist"),
+    (["audit", "--policy", "tiny", "--env", "frozenlake", "--env-kwargs", "{bad"], "--env-kwargs '{bad' is not valid JSON"),
+])
+def test_missing_files_are_one_line_and_exit_status_2(tmp_path, capsys, monkeypatch, argv, named):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and named in err, err
 
 
 def test_a_command_is_required():
@@ -43,13 +76,6 @@ def test_profile_and_warmstart_arguments_parse():
         build_parser().parse_args(["profile", "gpu"])
 
 
-def test_warmstart_applies_set_overrides_and_names_a_bad_one(tmp_path):
-    params = tmp_path / "params.yaml"
-    params.write_text("base: {seed: 0}\nruns: {a: {}}\n")
-    with pytest.raises(ConfigError, match="nope"):
-        main(["warmstart", "a", "--params", str(params), "--set", "warm_start.nope=1", "--cache-dir", str(tmp_path)])
-
-
 def test_stale_runs_are_the_train_stages_of_dvc_status():
     from ragen2.__main__ import stale_train_stages
 
@@ -57,3 +83,8 @@ def test_stale_runs_are_the_train_stages_of_dvc_status():
               "warmstart@abc": [], "train@frozenlake__ppo__none__main__s0": [], "nb_03_main_results": []}
     assert stale_train_stages(status) == ["frozenlake__grpo__none__main__s1", "frozenlake__ppo__none__main__s0"]
     assert stale_train_stages({}) == []
+
+
+def test_the_library_raises_config_errors_the_cli_turns_into_one_line(tmp_path):
+    with pytest.raises(ConfigError, match="'nope'"):
+        load_config("nope", params_path=_params(tmp_path))
