@@ -231,6 +231,7 @@ def test_resuming_a_run_of_another_config_is_refused(tmp_path, cache_dir):
     cfg = _cfg("trainer.algo=grpo", "trainer.steps=1", "collapse.enabled=false")
     train(cfg, tmp_path / "a", initial_policy(cfg, cache_dir), progress=False)
     with pytest.raises(ValueError, match=r"another config \(seed, trainer.actor_lr differ\)"):
-        train(apply_overrides(cfg, ["seed=3", "trainer.actor_lr=0.5"]), tmp_path / "a", cache_dir=cache_dir)
+        train(apply_overrides(cfg, ["seed=3", "trainer.actor_lr=0.5"]), tmp_path / "a",
+              initial_policy(cfg, cache_dir), progress=False)
     again = train(cfg, tmp_path / "a", initial_policy(cfg, cache_dir), progress=False)  # the same config resumes
     assert again["steps_completed"] == 1
