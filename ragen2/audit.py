@@ -516,7 +516,7 @@ def audit(model, tokenizer, env_cfg, rollout_cfg, *, num_prompts: int, samples_p
     Returns:
         An :class:`AuditReport`; ``meta`` records env, temperature, seed and env seeds.
     """
-    from ragen2.rollout.backends import make_backend
+    from ragen2.rollout.backends import backend_settings, make_backend
     from ragen2.rollout.collect import collect_rollouts
 
     for name, value, low in (("num_prompts", num_prompts, 1), ("samples_per_prompt", samples_per_prompt, 2)):
@@ -527,7 +527,7 @@ def audit(model, tokenizer, env_cfg, rollout_cfg, *, num_prompts: int, samples_p
     if len(seeds) != num_prompts:
         raise ValueError(f"env_seeds has {len(seeds)} entries, num_prompts={num_prompts}")
     if backend is None:
-        backend = make_backend(rollout_cfg.backend, model, tokenizer)
+        backend = make_backend(rollout_cfg.backend, model, tokenizer, **backend_settings(rollout_cfg))
     chunk = max(1, rollout_cfg.env_groups)
     scores, successes, lengths = [], [], []
     for call, start in enumerate(range(0, num_prompts, chunk)):

@@ -34,6 +34,11 @@ KL_TYPES = ("k1", "k2", "k3")
 ENTROPY_SCOPES = ("all", "reasoning")
 DTYPES = ("float32", "bfloat16", "float16")
 BACKENDS = ("hf", "vllm")
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+"""``trainer.precision`` values (:mod:`ragen2.trainer.precision`)."""
+PRECISION_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+"""The ``policy.dtype`` each explicit precision computes in (``auto`` takes its precision from ``policy.dtype``)."""
+VLLM_DTYPES = ("bfloat16", "float16", "float32")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -70,7 +75,11 @@ class PolicyConfig:
     tokenizer_vocab_size: int = 1024
     """Tiny model: target size of the tokenizer trained on the environments' text."""
     dtype: str = "float32"
-    """``float32`` | ``bfloat16`` | ``float16``."""
+    """``float32`` | ``bfloat16`` | ``float16``: the dtype of the copies of the policy that are *not* trained (the
+    frozen KL reference; the policy that ``evaluate``, ``audit`` and the analyses load). Trained weights (actor,
+    critic, warm start) are always float32 masters; ``trainer.precision`` sets the dtype they compute in. A
+    float32 reference computes exactly as the actor does at the start (KL 0 at the first step); a bfloat16 one
+    halves its memory and starts a bf16 rounding away from the actor."""
     device: str = "auto"
     """``auto`` (CUDA when present, else CPU) | ``cpu`` | ``cuda`` | ``cuda:N``."""
 
@@ -142,6 +151,18 @@ class RolloutConfig:
     """First validation env seed (the validation set is fixed)."""
     backend: str = "hf"
     """``hf`` (``model.generate``) | ``vllm`` (GPU only)."""
+    vllm_gpu_memory_utilization: float = 0.3
+    """vLLM: share of the GPU's memory the engine may take for its weights and KV cache (the paper: 0.3)."""
+    vllm_max_model_len: int = 0
+    """vLLM: longest prompt + response in tokens (0 = ``max_context_tokens + max_new_tokens``)."""
+    vllm_enforce_eager: bool = True
+    """vLLM: no CUDA graphs (the paper's setting: less memory, slower decoding)."""
+    vllm_dtype: str = "bfloat16"
+    """vLLM: dtype of the engine's copy of the weights (``bfloat16`` | ``float16`` | ``float32``)."""
+    vllm_sync_every: int = 1
+    """vLLM: push the actor's weights into the engine on every N-th rollout call, and only when they changed since
+    the last push (1 = before every rollout that follows an update: on-policy; N > 1: a rollout may sample from
+    weights up to N-1 calls old; 0 = never: the engine keeps the checkpoint it loaded, e.g. to time generation)."""
 
     def __post_init__(self) -> None:
         validate("rollout", self, [
@@ -151,6 +172,10 @@ class RolloutConfig:
             ("temperature", lambda v: v > 0, "> 0 (training rollouts sample)"),
             ("val_temperature", *at_least(0)), ("val_groups", *at_least(1)),
             ("train_seed", *at_least(0)), ("val_seed", *at_least(0)), ("backend", *one_of(BACKENDS)),
+            ("vllm_gpu_memory_utilization", *between(0, 1, open_low=True)),
+            ("vllm_max_model_len", lambda v: v == 0 or v >= self.max_context_tokens + self.max_new_tokens,
+             f"0 (auto) or >= max_context_tokens + max_new_tokens = {self.max_context_tokens + self.max_new_tokens}"),
+            ("vllm_dtype", *one_of(VLLM_DTYPES)), ("vllm_sync_every", *at_least(0)),
         ])
 
 
@@ -168,6 +193,19 @@ class TrainerConfig:
     """Rows per optimiser step."""
     micro_batch_size: int = 8
     """Rows per forward/backward (gradient accumulation inside a mini-batch)."""
+    logprob_micro_batch_size: int = 0
+    """Rows per forward of the passes without gradient (old and reference log-probs, values; 0 =
+    ``micro_batch_size``). They keep no activations for a backward, so they fit more rows."""
+    precision: str = "auto"
+    """Compute precision of the trained models (:mod:`ragen2.trainer.precision`); their weights and AdamW state
+    are always float32 masters. ``fp32``: no autocast. ``bf16``: forward passes (updates, log-prob and value
+    passes, HF-backend generation, MI scoring) under bf16 autocast; log-softmax, entropies and losses stay
+    float32. ``fp16``: the same in float16 with dynamic loss scaling (``torch.amp.GradScaler``). ``auto``: the
+    precision ``policy.dtype`` names (float32 -> fp32, bfloat16 -> bf16, float16 -> fp16)."""
+    gradient_checkpointing: bool = False
+    """Activation checkpointing of the trained models: each decoder layer keeps only its input and is recomputed in
+    the backward pass (about a third more compute, a fraction of the activation memory). The gradient passes then
+    run every row's whole prompt (:mod:`ragen2.trainer.activation_checkpointing` says why)."""
     ppo_epochs: int = 1
     """Passes over the batch per step."""
     clip_low: float = 0.2
@@ -217,6 +255,7 @@ class TrainerConfig:
             ("algo", *one_of(ALGOS)), ("steps", *at_least(1)),
             ("actor_lr", *at_least(0)), ("critic_lr", *at_least(0)),
             ("mini_batch_size", *at_least(1)), ("micro_batch_size", *at_least(1)), ("ppo_epochs", *at_least(1)),
+            ("logprob_micro_batch_size", *at_least(0)), ("precision", *one_of(PRECISIONS)),
             ("clip_low", *between(0, 1, open_high=True)), ("clip_high", *at_least(0)),
             ("dual_clip", lambda v: v == 0 or v > 1, "0 (off) or > 1"),
             ("max_refill_rounds", *at_least(0)), ("loss_agg_mode", *one_of(("preset", *LOSS_AGG_MODES))),
@@ -286,6 +325,12 @@ class RunConfig:
         if self.rollout.group_size < 2:
             raise ConfigError(f"rollout.group_size={self.rollout.group_size!r}: must be >= 2 (the filter and the "
                               "group-relative advantages need two rollouts of each prompt)")
+        precision, dtype = self.trainer.precision, self.policy.dtype
+        if precision != "auto" and dtype not in ("float32", PRECISION_DTYPES[precision]):
+            allowed = "float32" if precision == "fp32" else f"float32 or {PRECISION_DTYPES[precision]}"
+            raise ConfigError(f"trainer.precision={precision!r} with policy.dtype={dtype!r}: policy.dtype must be "
+                              f"{allowed} (trained weights are float32 masters computing in trainer.precision; "
+                              "policy.dtype is the frozen copies' dtype), e.g. trainer.precision=bf16 for bf16 training")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -58,7 +58,9 @@ def load_policy(name_or_path: str | Path, *, dtype: str = "float32", device: str
 
     Args:
         name_or_path: A local directory or a Hugging Face model id (offline cache only).
-        dtype: ``float32`` | ``bfloat16`` | ``float16``.
+        dtype: ``float32`` | ``bfloat16`` | ``float16``: the dtype the weights are stored in. The trainer loads
+            the models it trains in float32 (master weights; ``trainer.precision`` sets their compute) and
+            passes ``policy.dtype`` only for copies that are not trained (the KL reference, evaluation).
         device: ``auto`` (CUDA when present) | ``cpu`` | ``cuda``.
     """
     if dtype not in _DTYPES:

@@ -180,7 +180,8 @@ def evaluate_greedy(model, tokenizer, cfg: RunConfig, num_seeds: int = EVAL_SEED
 def warm_start(cfg: RunConfig, out_dir: Path, *, base_policy: Path) -> Path:
     """Fine-tune ``base_policy`` on expert conversations and save it (with ``warm_start.json``).
 
-    The result is written to a temporary sibling directory and renamed to ``out_dir`` at the end.
+    The model trains in float32 (master weights, no autocast) whatever ``policy.dtype`` says. The result is
+    written to a temporary sibling directory and renamed to ``out_dir`` at the end.
 
     Returns:
         ``out_dir``.
@@ -189,7 +190,7 @@ def warm_start(cfg: RunConfig, out_dir: Path, *, base_policy: Path) -> Path:
     if ws.steps < 0:
         raise ValueError(f"warm_start.steps must be >= 0, got {ws.steps!r}")
     start = time.perf_counter()
-    model, tokenizer = load_policy(base_policy, dtype=cfg.policy.dtype, device=cfg.policy.device)
+    model, tokenizer = load_policy(base_policy, dtype="float32", device=cfg.policy.device)
     episodes = build_corpus(cfg)
     sequences = tokenize_corpus(tokenizer, episodes, cfg.rollout.max_context_tokens)
     with torch.random.fork_rng(devices=[]):
@@ -230,8 +231,10 @@ def warm_start(cfg: RunConfig, out_dir: Path, *, base_policy: Path) -> Path:
 
 
 WARM_START_IGNORED_ROLLOUT = ("env_groups", "group_size", "temperature", "val_temperature", "val_groups",
-                              "train_seed")
-"""Rollout fields the warm start does not read (changing them must not rebuild it)."""
+                              "train_seed", "vllm_gpu_memory_utilization", "vllm_max_model_len", "vllm_enforce_eager",
+                              "vllm_dtype", "vllm_sync_every")
+"""Rollout fields the warm start does not read or that do not change what it learns (the vLLM engine's memory,
+length, eager-mode, dtype and weight-sync settings); changing them must not rebuild it."""
 
 
 def warm_start_key(cfg: RunConfig) -> str:

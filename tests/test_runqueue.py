@@ -86,7 +86,7 @@ def test_finished_or_reconfigured_runs_start_over_interrupted_ones_resume(tmp_pa
     from ragen2.runqueue import _train_one
 
     calls = []
-    monkeypatch.setattr(loop, "train", lambda cfg, run_dir, resume, **kw: calls.append((run_dir.name, resume)))
+    monkeypatch.setattr(loop, "train", lambda cfg, run_dir, init_policy, resume, **kw: calls.append((run_dir.name, resume)))
     cfg = apply_overrides(RunConfig(), TINY)
     runs = tmp_path / "runs"
     for name in ("fresh", "interrupted", "finished", "other_config"):

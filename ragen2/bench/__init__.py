@@ -2,6 +2,11 @@
 
 ``python -m ragen2.bench [--quick] [--json] [--threads N] [--only NAME ...] [--cache-dir DIR] [--out FILE]``
 
+``python -m ragen2.bench --gpu [...]`` runs the prepared GPU check instead (:mod:`ragen2.bench.gpu_check`:
+PPO and GRPO steps of random-initialised Qwen2.5-3B and 0.5B models at the paper's shape; peak memory, seconds
+per step, generation speed, whether the weights moved), and :mod:`ragen2.bench.memory` estimates the memory of
+those runs by component.
+
 Figures (each the median over repetitions of a per-repetition ratio; candidate and baseline
 repetitions alternate so that machine noise hits both):
 
@@ -25,25 +30,30 @@ the sizes), ``targets`` (the issue's target per figure and whether it was met), 
 model, cores, torch threads, load average, versions), ``sizes`` and ``seconds_total``.
 """
 
-from ragen2.bench.cases import (
-    BENCHMARKS,
-    FULL,
-    QUICK,
-    TARGETS,
-    BenchSizes,
-    Shape,
-    bench_grpo_step,
-    bench_mi_fraction,
-    bench_rollout,
-    bench_scoring,
-    bench_update_half_keep,
-    bench_update_shared_prefix,
-    make_context,
-    run_benchmarks,
-)
-from ragen2.bench.timing import Comparison, Sample, interleave, machine_info
+from __future__ import annotations
 
-__all__ = ["BENCHMARKS", "FULL", "QUICK", "TARGETS", "BenchSizes", "Comparison", "Sample", "Shape",
-           "bench_grpo_step", "bench_mi_fraction", "bench_rollout", "bench_scoring", "bench_update_half_keep",
-           "bench_update_shared_prefix",
-           "interleave", "machine_info", "make_context", "run_benchmarks"]
+import importlib
+from typing import Any
+
+_WHERE = {
+    **dict.fromkeys(("BENCHMARKS", "FULL", "QUICK", "TARGETS", "BenchSizes", "Shape", "bench_grpo_step",
+                     "bench_mi_fraction", "bench_rollout", "bench_scoring", "bench_update_half_keep",
+                     "bench_update_shared_prefix", "make_context", "run_benchmarks"), "cases"),
+    **dict.fromkeys(("Comparison", "Sample", "interleave", "machine_info"), "timing"),
+}
+"""Each public name and its submodule, loaded on first use: the CPU benchmarks import the environments, which
+``--gpu`` (made for a machine without them) must not."""
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))

@@ -1,4 +1,5 @@
-"""``python -m ragen2.bench``: run the benchmarks (see :mod:`ragen2.bench`)."""
+"""``python -m ragen2.bench``: run the benchmarks (see :mod:`ragen2.bench`); ``--gpu``: the prepared GPU check
+(:mod:`ragen2.bench.gpu_check`, its own options)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--gpu" in argv:  # the prepared GPU check: its own options, and none of the CPU benchmarks' imports
+        from ragen2.bench.gpu_check import main as gpu_check
+
+        return gpu_check([a for a in argv if a != "--gpu"])
     args = parse_args(argv)
     if args.threads < 1:
         raise SystemExit(f"--threads must be >= 1, got {args.threads}")

@@ -24,6 +24,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from ragen2.trainer.prefix import cache_kwarg
+
 TokenSeq = Sequence[int] | str
 
 
@@ -117,8 +119,8 @@ def _score_chunk(model, prompt_cache, first_logits: torch.Tensor, plen: int, chu
         cache.batch_repeat_interleave(num)
         attention = torch.cat([torch.ones((num, plen), dtype=torch.long, device=device), real.long()], dim=1)
         positions = (plen + torch.arange(width - 1, device=device)).unsqueeze(0).expand(num, -1)
-        logits = model(input_ids=tokens[:, :-1], attention_mask=attention[:, :-1],
-                       position_ids=positions, cache=cache, use_cache=True).logits
+        logits = model(input_ids=tokens[:, :-1], attention_mask=attention[:, :-1], position_ids=positions,
+                       use_cache=True, **{cache_kwarg(type(model)) or "cache": cache}).logits
         step = _token_logprobs(logits, tokens[:, 1:], temperature)  # [num, width - 1]: z_1 .. z_{T-1}
         total = total + (step * real[:, 1:]).sum(dim=1)
     return total.double().cpu().numpy()

@@ -170,12 +170,28 @@ def sample_tokens(logits: torch.Tensor, temperature: float, generator: torch.Gen
     return torch.searchsorted(cdf, target, right=True).squeeze(1)
 
 
+def backend_settings(rollout_cfg) -> dict:
+    """:func:`make_backend` keyword arguments from a :class:`ragen2.config.RolloutConfig`.
+
+    None for ``hf``; for ``vllm`` the engine settings (``rollout.vllm_*``): memory share, longest sequence
+    (``vllm_max_model_len``, 0 = ``max_context_tokens + max_new_tokens``), eager mode, dtype and weight-sync
+    interval.
+    """
+    if rollout_cfg.backend != "vllm":
+        return {}
+    r = rollout_cfg
+    return {"gpu_memory_utilization": r.vllm_gpu_memory_utilization,
+            "max_model_len": r.vllm_max_model_len or r.max_context_tokens + r.max_new_tokens,
+            "enforce_eager": r.vllm_enforce_eager, "dtype": r.vllm_dtype, "sync_every": r.vllm_sync_every}
+
+
 def make_backend(name: str, model, tokenizer, **kwargs) -> GenerationBackend:
     """The generation backend called ``name``: ``hf`` (:class:`HFBackend`) or ``vllm`` (GPU only).
 
     ``vllm`` returns the process's shared :class:`ragen2.rollout.vllm_backend.VLLMBackend` with
-    ``model``'s current weights synced in; it raises ImportError (naming the ``vllm`` extra) without
-    vLLM and RuntimeError without a CUDA device.
+    ``model``'s current weights synced in (as ``sync_every`` allows); it raises ImportError (naming the
+    ``vllm`` extra) without vLLM and RuntimeError without a CUDA device. :func:`backend_settings` gives a
+    run's ``kwargs``.
     """
     if name == "hf":
         return HFBackend(model, tokenizer, **kwargs)

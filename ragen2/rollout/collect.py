@@ -12,7 +12,7 @@ from typing import Any
 from ragen2 import envs
 from ragen2.config import EnvConfig, RolloutConfig
 from ragen2.envs.base import TextEnv
-from ragen2.rollout.backends import GenerationBackend, make_backend
+from ragen2.rollout.backends import GenerationBackend, backend_settings, make_backend
 from ragen2.rollout.parse import parse_response
 from ragen2.rollout.prompt import (
     THINK_OPEN,
@@ -117,14 +117,15 @@ def collect_rollouts(model, tokenizer, env_cfg: EnvConfig, rollout_cfg: RolloutC
         temperature: Sampling temperature (ignored when ``greedy``).
         seed: Sampling seed; the same seed gives the same batch.
         greedy: Greedy decoding instead of sampling.
-        backend: Optional generation backend (for example a vLLM one).
+        backend: Optional generation backend (default: ``rollout_cfg.backend`` with its settings,
+            :func:`ragen2.rollout.backends.backend_settings`).
     """
     if group_size < 1:
         raise ValueError(f"group_size must be >= 1, got {group_size!r}")
     if not seeds:
         raise ValueError("seeds is empty: at least one group is needed")
     if backend is None:
-        backend = make_backend(rollout_cfg.backend, model, tokenizer)
+        backend = make_backend(rollout_cfg.backend, model, tokenizer, **backend_settings(rollout_cfg))
     trajs = []
     for group, env_seed in enumerate(seeds):
         for _ in range(group_size):

@@ -26,6 +26,9 @@ Then the prefix cache is reset (it holds KV entries computed with the old weight
 >>> backend = make_vllm_backend(actor, tokenizer, gpu_memory_utilization=0.3)  # doctest: +SKIP
 >>> new_ids = backend.generate(prompt_ids, 400, temperature=1.0, seed=7)     # doctest: +SKIP
 >>> backend.sync_weights(actor)  # after every optimiser update                # doctest: +SKIP
+
+The trainer builds it from ``rollout.vllm_*`` (:func:`ragen2.rollout.backends.backend_settings`): memory share,
+longest sequence, eager mode, engine dtype and how often weights are pushed.
 """
 
 from __future__ import annotations
@@ -296,25 +299,38 @@ def model_path_of(model) -> str:
     return str(path)
 
 
-def make_vllm_backend(model, tokenizer, **kwargs) -> VLLMBackend:
+def weights_version(model: torch.nn.Module) -> tuple[int, int]:
+    """``(id(model), sum of its tensors' version counters)``: changes whenever a parameter or buffer of ``model``
+    is written in place (an optimiser step, ``load_state_dict``), so an unchanged model need not be synced again."""
+    tensors = [*model.parameters(), *model.buffers()]
+    return id(model), sum(int(t._version) for t in tensors)
+
+
+def make_vllm_backend(model, tokenizer, *, sync_every: int = 1, **kwargs) -> VLLMBackend:
     """The process's vLLM backend, built on first use, with ``model``'s current weights synced in.
 
     A GPU holds one engine per process, and callers such as the trainer loop ask for a backend before
     every rollout; so the first call builds the engine and later calls with the same settings reuse it.
-    Every call pushes ``model``'s weights (:meth:`VLLMBackend.sync_weights`), so rollouts are always
-    on-policy. Other settings in the same process are an error.
+    The calls are counted: on calls ``1, 1 + sync_every, 1 + 2 sync_every, ...`` ``model``'s weights are pushed
+    (:meth:`VLLMBackend.sync_weights`) unless they are unchanged since the last push (:func:`weights_version`).
+    With ``sync_every=1`` (``rollout.vllm_sync_every``'s default) every rollout after an update samples from the
+    updated weights; ``0`` never pushes (the engine keeps the checkpoint it loaded). Other engine settings in the
+    same process are an error.
 
     Args:
         model: The training policy (its ``name_or_path`` is what vLLM loads at start).
         tokenizer: Its tokenizer.
+        sync_every: Push the weights on every N-th call (0 = never).
         **kwargs: :class:`VLLMBackend` arguments (``gpu_memory_utilization``, ``tensor_parallel_size``,
-            ``enforce_eager``, ``max_model_len``, ...).
+            ``enforce_eager``, ``max_model_len``, ``dtype``, ...).
     """
+    if sync_every < 0:
+        raise ValueError(f"sync_every must be >= 0, got {sync_every!r}")
     path = kwargs.pop("model_path", None) or model_path_of(model)
     backend = _SHARED.get("backend")
     if backend is None:
         backend = VLLMBackend(path, tokenizer, **kwargs)
-        _SHARED["backend"] = backend
+        _SHARED.update(backend=backend, calls=0, synced=None)
     else:
         asked = {k: v for k, v in kwargs.items() if k != "llm"}  # an injected engine is not a setting
         wanted = {**backend.settings, "model_path": str(path), **asked}
@@ -322,5 +338,9 @@ def make_vllm_backend(model, tokenizer, **kwargs) -> VLLMBackend:
             changed = sorted(k for k in wanted if wanted[k] != backend.settings.get(k))
             raise RuntimeError(f"a vLLM engine with other settings already runs in this process (differs in "
                                f"{changed}); one engine per process")
-    backend.sync_weights(model)
+    _SHARED["calls"] = _SHARED.get("calls", 0) + 1
+    version = weights_version(model)
+    if sync_every and (_SHARED["calls"] - 1) % sync_every == 0 and version != _SHARED.get("synced"):
+        backend.sync_weights(model)
+        _SHARED["synced"] = version
     return backend

@@ -6,6 +6,9 @@
   aggregation modes;
 - :mod:`~ragen2.trainer.algos`: the ``ppo`` / ``grpo`` / ``dapo`` / ``dr_grpo`` presets;
 - :mod:`~ragen2.trainer.actor`, :mod:`~ragen2.trainer.critic`: forward passes and updates;
+- :mod:`~ragen2.trainer.precision` (float32 masters, autocast, fp16 loss scaling),
+  :mod:`~ragen2.trainer.optim` (AdamW, clipping, the optimiser step),
+  :mod:`~ragen2.trainer.activation_checkpointing` (recompute in the backward pass);
 - :mod:`~ragen2.trainer.batch`: padded training tensors; :mod:`~ragen2.trainer.pipeline`: shared
   step pieces (seeds, models, batch preparation);
 - :mod:`~ragen2.trainer.grad_analysis`: RV-bucketed gradient norms (spec 6.5);

@@ -20,8 +20,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ragen2.trainer.activation_checkpointing import recompute_in_backward
 from ragen2.trainer.batch import UpdateBatch, chunks, group_order
 from ragen2.trainer.losses import agg_denominator, aggregate, kl_penalty, logprobs_and_entropy, policy_loss
+from ragen2.trainer.optim import backward, clip_and_step
+from ragen2.trainer.precision import autocast
 from ragen2.trainer.prefix import first_trained_column, shared_prefix_forward
 
 
@@ -45,6 +48,9 @@ class LossSettings:
     """Multiplier of the policy-gradient term (filter loss scaling)."""
     share_prefix: bool = True
     """Run each distinct prompt once per micro-batch (:func:`forward_logprobs`); off only to benchmark it."""
+    precision: str = "fp32"
+    """Compute precision of the actor's forward passes (resolved: ``fp32`` | ``bf16`` | ``fp16``;
+    :mod:`ragen2.trainer.precision`)."""
 
 
 @functools.cache
@@ -53,7 +59,7 @@ def _accepts_logits_to_keep(model_type: type) -> bool:
 
 
 def forward_logprobs(model: nn.Module, batch: UpdateBatch, temperature: float = 1.0,
-                     with_entropy: bool = True, share_prefix: bool = True,
+                     with_entropy: bool = True, share_prefix: bool = True, precision: str = "fp32",
                      ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs (and entropies) of the shifted tokens of ``batch`` under ``model``, with gradient.
 
@@ -63,20 +69,21 @@ def forward_logprobs(model: nn.Module, batch: UpdateBatch, temperature: float = 
     first trained token) run once per distinct prompt instead of once per row
     (:func:`ragen2.trainer.prefix.shared_prefix_forward`): a group's rollouts share their prompt, so
     this removes most of the prompt's compute. Models whose ``forward`` has no ``logits_to_keep`` get
-    every column.
+    every column. The model runs under ``precision``'s autocast (and, with gradient, recomputes its
+    checkpointed layers in the backward pass); the log-softmax is float32.
     """
     start = first_trained_column(batch.loss_mask) if _accepts_logits_to_keep(type(model)) else 0
-    split = (shared_prefix_forward(model, batch.input_ids, batch.attention_mask, start, {"logits_to_keep": 1})
-             if share_prefix and start > 0 else None)
-    if split is not None:
-        logits = split.suffix.logits
-    else:
-        kwargs = {"logits_to_keep": batch.input_ids.shape[1] - start} if start > 0 else {}
-        logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, **kwargs).logits
+    with autocast(precision, batch.input_ids.device), recompute_in_backward(model):
+        split = (shared_prefix_forward(model, batch.input_ids, batch.attention_mask, start, {"logits_to_keep": 1})
+                 if share_prefix and start > 0 else None)
+        if split is not None:
+            logits = split.suffix.logits
+        else:
+            kwargs = {"logits_to_keep": batch.input_ids.shape[1] - start} if start > 0 else {}
+            logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, **kwargs).logits
     logits = logits[:, :-1]
-    if temperature != 1.0:
-        logits = logits / temperature
-    logp, entropy = logprobs_and_entropy(logits, batch.targets[:, start:], with_entropy=with_entropy)
+    logp, entropy = logprobs_and_entropy(logits, batch.targets[:, start:], with_entropy=with_entropy,
+                                         temperature=temperature)
     if start > 0:
         logp = F.pad(logp, (start, 0))
         entropy = F.pad(entropy, (start, 0)) if entropy is not None else None
@@ -85,13 +92,13 @@ def forward_logprobs(model: nn.Module, batch: UpdateBatch, temperature: float = 
 
 @torch.no_grad()
 def compute_logprobs(model: nn.Module, batch: UpdateBatch, micro_batch_size: int, temperature: float = 1.0,
-                     share_prefix: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+                     share_prefix: bool = True, precision: str = "fp32") -> tuple[torch.Tensor, torch.Tensor]:
     """``(logp, entropy)``, both ``[B, L-1]``, without gradient, ``micro_batch_size`` rows at a time."""
     logp = torch.zeros_like(batch.loss_mask)
     entropy = torch.zeros_like(batch.loss_mask)
     for rows in chunks(len(batch), micro_batch_size):
         mb = batch.select(rows)
-        lp, ent = forward_logprobs(model, mb, temperature, share_prefix=share_prefix)
+        lp, ent = forward_logprobs(model, mb, temperature, share_prefix=share_prefix, precision=precision)
         width = lp.shape[1]
         logp[rows.start:rows.stop, :width] = lp
         entropy[rows.start:rows.stop, :width] = ent
@@ -125,7 +132,8 @@ def actor_terms(model: nn.Module, mb: UpdateBatch, s: LossSettings, denoms: dict
         aggregated entropy and KL and the policy-loss statistics.
     """
     want_entropy = "entropy" in components and s.entropy_coef != 0
-    logp, entropy = forward_logprobs(model, mb, s.temperature, with_entropy=True, share_prefix=s.share_prefix)
+    logp, entropy = forward_logprobs(model, mb, s.temperature, with_entropy=True, share_prefix=s.share_prefix,
+                                     precision=s.precision)
     terms: dict[str, torch.Tensor] = {}
     stats: dict[str, float] = {}
     if "task" in components:
@@ -151,13 +159,14 @@ def actor_terms(model: nn.Module, mb: UpdateBatch, s: LossSettings, denoms: dict
 
 def update_actor(model: nn.Module, optimizer: torch.optim.Optimizer, batch: UpdateBatch, s: LossSettings, *,
                  mini_batch_size: int, micro_batch_size: int, epochs: int, grad_clip: float,
-                 rng: np.random.Generator) -> dict[str, float]:
+                 rng: np.random.Generator, scaler: torch.amp.GradScaler | None = None) -> dict[str, float]:
     """PPO actor update: mini-batches of whole prompt groups in a seeded random order
     (:func:`~ragen2.trainer.batch.group_order`; one optimiser step each), micro-batch accumulation.
 
     Each mini-batch's loss uses that mini-batch's denominators, so accumulation over micro-batches
     is exact and the result does not depend on ``micro_batch_size``. A step whose gradient norm is
-    not finite is skipped (counted in ``actor/skipped_steps``).
+    not finite is skipped (counted in ``actor/skipped_steps``). ``scaler`` is the fp16 loss scaler
+    (:func:`ragen2.trainer.precision.grad_scaler`). The gradients are freed at the end.
 
     Returns:
         Means over mini-batches: ``actor/pg_loss``, ``actor/entropy_loss``, ``actor/kl_loss``,
@@ -183,7 +192,7 @@ def update_actor(model: nn.Module, optimizer: torch.optim.Optimizer, batch: Upda
                 terms, stats = actor_terms(model, mb, s, denoms)
                 total = sum(terms.values())
                 if isinstance(total, torch.Tensor) and total.requires_grad:
-                    total.backward()
+                    backward(total, scaler)
                 share = float(mb.task_mask.sum()) / max(float(mini.task_mask.sum()), 1.0)
                 acc["pg_loss"] += float(terms["task"].detach())
                 acc["entropy_loss"] += float(terms["entropy"].detach()) if "entropy" in terms else 0.0
@@ -193,15 +202,13 @@ def update_actor(model: nn.Module, optimizer: torch.optim.Optimizer, batch: Upda
                 acc["pg_clipfrac"] += stats["clipfrac"] * share
                 acc["dual_clipfrac"] += stats["dual_clipfrac"] * share
                 acc["ppo_kl"] += stats["approx_kl"] * share
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, grad_clip))
-            if np.isfinite(grad_norm):
-                optimizer.step()
-                steps += 1
-            else:
-                skipped += 1
+            grad_norm, stepped = clip_and_step(optimizer, params, grad_clip, scaler)
+            steps += int(stepped)
+            skipped += int(not stepped)
             acc["grad_norm"] = grad_norm
             for k in keys:
                 logs[k].append(acc[k])
+    optimizer.zero_grad(set_to_none=True)  # the next mini-batch starts from zero anyway; free the memory now
     out = {f"actor/{k}": float(np.mean(v)) if v else 0.0 for k, v in logs.items()}
     out["actor/skipped_steps"] = float(skipped)
     out["actor/optimizer_steps"] = float(steps)

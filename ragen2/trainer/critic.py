@@ -12,8 +12,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from ragen2.trainer.activation_checkpointing import recompute_in_backward
 from ragen2.trainer.batch import UpdateBatch, chunks, group_order
 from ragen2.trainer.losses import agg_denominator, value_loss
+from ragen2.trainer.optim import backward, clip_and_step
+from ragen2.trainer.precision import autocast
 from ragen2.trainer.prefix import first_trained_column, shared_prefix_forward
 
 
@@ -30,37 +33,49 @@ class ValueModel(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, shared_prefix: int = 0) -> torch.Tensor:
         """``[B, L-1]`` values; ``shared_prefix > 0`` runs columns ``[0, shared_prefix)`` once per distinct
-        prefix (:func:`ragen2.trainer.prefix.shared_prefix_forward`; same values, less compute)."""
-        split = shared_prefix_forward(self.backbone, input_ids, attention_mask, shared_prefix) if shared_prefix else None
-        if split is None:
-            hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        else:
-            hidden = torch.cat([split.prefix.last_hidden_state[split.rows], split.suffix.last_hidden_state], dim=1)
-        return self.head(hidden[:, :-1].to(self.head.weight.dtype)).squeeze(-1)
+        prefix (:func:`ragen2.trainer.prefix.shared_prefix_forward`; same values, less compute).
+
+        Under autocast the body computes in the lower dtype and the head stays float32 (values and the value
+        loss in full precision); with gradient, checkpointed layers recompute in the backward pass."""
+        with recompute_in_backward(self.backbone):
+            split = (shared_prefix_forward(self.backbone, input_ids, attention_mask, shared_prefix)
+                     if shared_prefix else None)
+            if split is None:
+                hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+            else:
+                hidden = torch.cat([split.prefix.last_hidden_state[split.rows], split.suffix.last_hidden_state],
+                                   dim=1)
+        with torch.autocast(device_type=hidden.device.type, enabled=False):
+            return self.head(hidden[:, :-1].to(self.head.weight.dtype)).squeeze(-1)
 
 
 @torch.no_grad()
-def compute_values(critic: ValueModel, batch: UpdateBatch, micro_batch_size: int, share_prefix: bool = True
-                   ) -> torch.Tensor:
-    """``[B, L-1]`` values of every row (no gradient), computed ``micro_batch_size`` rows at a time."""
+def compute_values(critic: ValueModel, batch: UpdateBatch, micro_batch_size: int, share_prefix: bool = True,
+                   precision: str = "fp32") -> torch.Tensor:
+    """``[B, L-1]`` values of every row (no gradient), computed ``micro_batch_size`` rows at a time under
+    ``precision``'s autocast."""
     out = torch.zeros_like(batch.loss_mask)
     for rows in chunks(len(batch), micro_batch_size):
         mb = batch.select(rows)
-        values = critic(mb.input_ids, mb.attention_mask,
-                        shared_prefix=first_trained_column(mb.loss_mask) if share_prefix else 0)
+        with autocast(precision, mb.input_ids.device):
+            values = critic(mb.input_ids, mb.attention_mask,
+                            shared_prefix=first_trained_column(mb.loss_mask) if share_prefix else 0)
         out[rows.start:rows.stop, : mb.loss_mask.shape[1]] = values.float()
     return out
 
 
 def update_critic(critic: ValueModel, optimizer: torch.optim.Optimizer, batch: UpdateBatch, *,
                   mini_batch_size: int, micro_batch_size: int, epochs: int, grad_clip: float,
-                  rng: np.random.Generator, value_clip: float = 0.5, share_prefix: bool = True) -> dict[str, float]:
+                  rng: np.random.Generator, value_clip: float = 0.5, share_prefix: bool = True,
+                  precision: str = "fp32", scaler: torch.amp.GradScaler | None = None) -> dict[str, float]:
     """Clipped value regression onto ``batch.returns`` over the task mask (kept rows only).
 
     The prompt groups are put in a random order (``rng``, :func:`~ragen2.trainer.batch.group_order`)
     and cut into mini-batches (one optimiser step each), each accumulated over micro-batches; the
     loss is a token mean over the whole mini-batch.
     ``share_prefix`` runs each distinct prompt once per micro-batch (off only to benchmark it).
+    ``precision`` is the forward passes' autocast, ``scaler`` the fp16 loss scaler
+    (:mod:`ragen2.trainer.precision`). The gradients are freed at the end.
 
     Returns:
         ``critic/vf_loss``, ``critic/vf_clipfrac``, ``critic/grad_norm``, ``critic/values_mean`` (means
@@ -81,19 +96,19 @@ def update_critic(critic: ValueModel, optimizer: torch.optim.Optimizer, batch: U
             loss_total, clip_total = 0.0, 0.0
             for rows in chunks(len(mini), micro_batch_size):
                 mb = mini.select(rows)
-                values = critic(mb.input_ids, mb.attention_mask,
-                                shared_prefix=first_trained_column(mb.loss_mask) if share_prefix else 0)
+                with autocast(precision, mb.input_ids.device):
+                    values = critic(mb.input_ids, mb.attention_mask,
+                                    shared_prefix=first_trained_column(mb.loss_mask) if share_prefix else 0)
                 loss, stats = value_loss(values, mb.values, mb.returns, mb.task_mask, "token-mean",
                                          value_clip, denom=denom)
-                loss.backward()
+                backward(loss, scaler)
                 loss_total += float(loss.detach())
                 clip_total += stats["vf_clipfrac"] * float(mb.task_mask.sum()) / denom
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, grad_clip))
-            if np.isfinite(grad_norm):
-                optimizer.step()
+            grad_norm, _ = clip_and_step(optimizer, params, grad_clip, scaler)
             logs["critic/vf_loss"].append(loss_total)
             logs["critic/vf_clipfrac"].append(clip_total)
             logs["critic/grad_norm"].append(grad_norm)
+    optimizer.zero_grad(set_to_none=True)  # the next mini-batch starts from zero anyway; free the memory now
     out = {k: float(np.mean(v)) if v else 0.0 for k, v in logs.items()}
     mask = batch.task_mask
     out["critic/values_mean"] = float((batch.values * mask).sum() / mask.sum().clamp_min(1.0))

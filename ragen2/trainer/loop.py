@@ -46,6 +46,10 @@ Choices where the reference (spec) is not followed to the letter:
   (:func:`ragen2.trainer.batch.group_order`), as veRL's consecutive split of the group-ordered batch
   gives; rows are not shuffled across groups, which lets each micro-batch run its one or two prompts
   once. The models stay in eval mode (dropout off).
+- Mixed precision (``trainer.precision``): the trained models keep float32 master weights and AdamW state;
+  rollouts, diagnostics, validation and the update's forward passes run under the precision's autocast
+  (:mod:`ragen2.trainer.precision`; ``fp32``, the CPU default, has none), the reference's split of bf16
+  compute and fp32 masters.
 - Validation uses one fixed sampling seed per run, so successive validations differ only through
   the policy. A run that stops early is validated at its last step, even after empty filter steps.
 """
@@ -58,7 +62,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from tqdm.auto import tqdm
 
 from ragen2.config import RunConfig, to_dict
@@ -79,21 +82,23 @@ from ragen2.trainer.critic import update_critic
 from ragen2.trainer.dynamic_sampling import dynamic_sampling
 from ragen2.trainer.early_stop import EarlyStopper
 from ragen2.trainer.grad_analysis import append_table, grad_analysis, table_metrics
+from ragen2.trainer.optim import adamw
 from ragen2.trainer.pipeline import (
     build_models,
     loss_settings,
     mini_batch_rows,
     prepare_update_batch,
     rollout_metrics,
+    run_precision,
     seed_everything,
     stream_seed,
     train_seeds,
     val_seeds,
 )
+from ragen2.trainer.precision import autocast, grad_scaler, model_device
 from ragen2.trainer.runlog import RunLogger
 from ragen2.trainer.timing import PhaseTimer
 
-ADAM_BETAS = (0.9, 0.999)
 TIMED_PHASES = ("rollout", "update", "diagnostics", "validation")
 
 
@@ -125,8 +130,15 @@ def train(cfg: RunConfig, run_dir: Path, init_policy: Path, *, resume: bool = Tr
     seed_everything(cfg.seed)
     models = build_models(cfg, init_policy)
     actor, tokenizer, critic = models.actor, models.tokenizer, models.critic
-    actor_opt = _adamw(actor, tc.actor_lr, tc.weight_decay)
-    critic_opt = _adamw(critic, tc.critic_lr, tc.weight_decay) if critic is not None else None
+    actor_opt = adamw(actor, tc.actor_lr, tc.weight_decay)
+    critic_opt = adamw(critic, tc.critic_lr, tc.weight_decay) if critic is not None else None
+    precision, device = run_precision(cfg), model_device(actor)
+    actor_scaler, critic_scaler = grad_scaler(precision, device), grad_scaler(precision, device)  # fp16 only
+
+    def compute():
+        """The run's autocast region for forward passes outside the update (a no-op context for fp32)."""
+        return autocast(precision, device)
+
     shuffle_rng = np.random.default_rng(stream_seed(cfg.seed, "shuffle"))
     stopper = EarlyStopper(empty_stop_steps=tc.empty_stop_steps, rv_collapse=tc.rv_collapse_stop,
                            low_val_patience=tc.low_val_stop_patience)
@@ -143,6 +155,9 @@ def train(cfg: RunConfig, run_dir: Path, init_policy: Path, *, resume: bool = Tr
         if critic is not None:
             critic.load_state_dict(state["critic"])
             critic_opt.load_state_dict(state["critic_opt"])
+        for scaler, key in ((actor_scaler, "actor_scaler"), (critic_scaler, "critic_scaler")):
+            if scaler is not None and state.get(key) is not None:
+                scaler.load_state_dict(state[key])
         stopper.load_state_dict(state["early_stop"])
         monitors, history, totals = state["monitors"], state["history"], state["timings"]
         set_rng_state(state["rng"], shuffle_rng)
@@ -154,7 +169,7 @@ def train(cfg: RunConfig, run_dir: Path, init_policy: Path, *, resume: bool = Tr
     timer = PhaseTimer(always=("rollout", "update", "diagnostics"))
 
     def validate() -> dict[str, float]:
-        with timer.phase("validation"):
+        with timer.phase("validation"), compute():
             val = collect_rollouts(actor, tokenizer, cfg.env, rc, val_seeds(cfg), group_size=1,
                                    temperature=rc.val_temperature, seed=stream_seed(cfg.seed, "validation"))
         m = rollout_metrics(val, prefix="val")
@@ -163,12 +178,16 @@ def train(cfg: RunConfig, run_dir: Path, init_policy: Path, *, resume: bool = Tr
 
     def checkpoint(step: int) -> None:
         totals["elapsed_s"] = elapsed_before + time.perf_counter() - t_start
-        save_checkpoint(run_dir, step, {
+        state = {
             "step": step, "actor": actor.state_dict(), "actor_opt": actor_opt.state_dict(),
             "critic": critic.state_dict() if critic is not None else None,
             "critic_opt": critic_opt.state_dict() if critic_opt is not None else None,
             "early_stop": stopper.state_dict(), "monitors": monitors, "history": logger.history,
-            "timings": totals, "rng": rng_state(shuffle_rng)}, keep_every=tc.keep_every)
+            "timings": totals, "rng": rng_state(shuffle_rng)}
+        if actor_scaler is not None:  # fp16: the loss scales, for an exact resume
+            state["actor_scaler"] = actor_scaler.state_dict()
+            state["critic_scaler"] = critic_scaler.state_dict() if critic is not None else None
+        save_checkpoint(run_dir, step, state, keep_every=tc.keep_every)
 
     if start_step == 1 and not logger.history:  # validation before training (step 0)
         timer.seconds = {}
@@ -187,7 +206,7 @@ def train(cfg: RunConfig, run_dir: Path, init_policy: Path, *, resume: bool = Tr
         timer.reset()
 
         # ALGO LOGIC: rollout (fresh env seeds every step)
-        with timer.phase("rollout"):
+        with timer.phase("rollout"), compute():
             actor.eval()
             rollout = collect_rollouts(actor, tokenizer, cfg.env, rc, train_seeds(cfg, step), group_size=rc.group_size,
                                        temperature=rc.temperature, seed=stream_seed(cfg.seed, "rollout", step))
@@ -195,7 +214,7 @@ def train(cfg: RunConfig, run_dir: Path, init_policy: Path, *, resume: bool = Tr
 
         # ALGO LOGIC: collapse diagnostics on the unfiltered batch
         if cfg.collapse.enabled and collapse_due(step, cfg.collapse):
-            with timer.phase("diagnostics"):
+            with timer.phase("diagnostics"), compute():
                 metrics.update(collapse_metrics(actor, tokenizer, rollout, cfg.collapse,
                                                 np.random.default_rng(stream_seed(cfg.seed, "collapse", step)),
                                                 monitors=monitors))
@@ -205,7 +224,7 @@ def train(cfg: RunConfig, run_dir: Path, init_policy: Path, *, resume: bool = Tr
             outcome = apply_filter(rollout.scores, cfg.filter, successes=rollout.successes,
                                    lengths=rollout.response_lengths)
             metrics.update(outcome.metrics)
-        with timer.phase("rollout"):
+        with timer.phase("rollout"), compute():
             refilled = dynamic_sampling(models, cfg, rollout, [int(g) for g in outcome.kept], step)
             train_rollout, kept = refilled.rollout, refilled.kept
             metrics.update(refilled.metrics)
@@ -226,7 +245,8 @@ def train(cfg: RunConfig, run_dir: Path, init_policy: Path, *, resume: bool = Tr
                 if critic is not None:
                     metrics.update(update_critic(critic, critic_opt, batch, mini_batch_size=mini,
                                                  micro_batch_size=micro, epochs=tc.ppo_epochs,
-                                                 grad_clip=tc.grad_clip, rng=shuffle_rng))
+                                                 grad_clip=tc.grad_clip, rng=shuffle_rng, precision=precision,
+                                                 scaler=critic_scaler))
 
             # diagnostics: RV-bucketed gradient norms, no optimiser step
             ga = cfg.grad_analysis
@@ -243,7 +263,7 @@ def train(cfg: RunConfig, run_dir: Path, init_policy: Path, *, resume: bool = Tr
             with timer.phase("update"):
                 metrics.update(update_actor(actor, actor_opt, batch, settings, mini_batch_size=mini,
                                             micro_batch_size=micro, epochs=tc.ppo_epochs, grad_clip=tc.grad_clip,
-                                            rng=shuffle_rng))
+                                            rng=shuffle_rng, scaler=actor_scaler))
 
         # validation every test_freq steps and at the end (empty steps validate only at the end)
         last = stop_now or step == tc.steps
@@ -280,11 +300,6 @@ def train(cfg: RunConfig, run_dir: Path, init_policy: Path, *, resume: bool = Tr
 # ---------------------------------------------------------------------------------------------
 # Helpers
 # ---------------------------------------------------------------------------------------------
-def _adamw(model: torch.nn.Module, lr: float, weight_decay: float) -> torch.optim.AdamW:
-    return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, betas=ADAM_BETAS,
-                             weight_decay=weight_decay)
-
-
 def summarize(history: list[dict[str, Any]], reason: str | None, timings: dict[str, float],
               planned_steps: int) -> dict[str, Any]:
     """``summary.json``: final and best validation, steps done, timings, early-stop reason."""

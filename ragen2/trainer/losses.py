@@ -32,17 +32,19 @@ KL_KINDS = KL_TYPES
 # Log-probs and entropy
 # ---------------------------------------------------------------------------------------------
 def logprobs_and_entropy(logits: torch.Tensor, targets: torch.Tensor, *, with_entropy: bool = True,
-                         chunk_rows: int = 4) -> tuple[torch.Tensor, torch.Tensor | None]:
+                         chunk_rows: int = 4, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Token log-probs of ``targets`` and full-vocabulary entropies from ``logits``.
 
-    The log-softmax is computed ``chunk_rows`` rows at a time in float32, so the peak extra memory is
-    that of a ``[chunk_rows, T, V]`` float32 tensor rather than of the whole batch.
+    The log-softmax is computed ``chunk_rows`` rows at a time in float32 (logits of a lower-precision forward
+    are upcast chunk by chunk, before the division by the temperature), so the peak extra memory is that of a
+    ``[chunk_rows, T, V]`` float32 tensor rather than of the whole batch.
 
     Args:
-        logits: ``[B, T, V]`` (already divided by any sampling temperature).
+        logits: ``[B, T, V]`` in any float dtype.
         targets: ``[B, T]`` token ids whose log-probs are wanted.
         with_entropy: also return ``H_t = -sum_v p log p``.
         chunk_rows: rows per chunk.
+        temperature: the logits are divided by it (the sampling temperature).
 
     Returns:
         ``(logp [B, T], entropy [B, T] or None)``, float32.
@@ -52,7 +54,10 @@ def logprobs_and_entropy(logits: torch.Tensor, targets: torch.Tensor, *, with_en
                          f"{tuple(targets.shape)}")
     logps, entropies = [], []
     for start in range(0, logits.shape[0], max(1, chunk_rows)):
-        lsm = torch.log_softmax(logits[start:start + chunk_rows].float(), dim=-1)
+        chunk = logits[start:start + chunk_rows].float()
+        if temperature != 1.0:
+            chunk = chunk / temperature
+        lsm = torch.log_softmax(chunk, dim=-1)
         logps.append(lsm.gather(-1, targets[start:start + chunk_rows].unsqueeze(-1)).squeeze(-1))
         if with_entropy:
             entropies.append(-(lsm.exp() * lsm).sum(-1))

@@ -3,9 +3,10 @@
 - seeding: :func:`seed_everything`, :func:`stream_seed` (independent, step-indexed random streams, so
   a resumed run draws exactly what an uninterrupted one would);
 - models: :func:`build_models` (actor, reference, critic from the policy RL starts from:
-  :func:`ragen2.warmstart.initial_policy`);
-- data: :func:`rollout_metrics`, :func:`prepare_update_batch` (tensors, old/ref log-probs, values,
-  advantages) and :func:`loss_settings`.
+  :func:`ragen2.warmstart.initial_policy`; float32 masters, activation checkpointing) and
+  :func:`run_precision`;
+- data: :func:`rollout_metrics`, :func:`prepare_update_batch` (tensors; old/ref log-probs, values and
+  advantages by :func:`attach_update_targets`) and :func:`loss_settings`.
 """
 
 from __future__ import annotations
@@ -19,13 +20,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from ragen2.config import RunConfig
+from ragen2.config import RunConfig, TrainerConfig
 from ragen2.rollout.types import RolloutBatch
+from ragen2.trainer import activation_checkpointing
 from ragen2.trainer.actor import LossSettings, compute_logprobs
 from ragen2.trainer.advantages import compute_gae, grpo_advantages, whiten
 from ragen2.trainer.algos import AlgoPreset, get_preset, resolve_agg_mode
 from ragen2.trainer.batch import UpdateBatch, build_batch
 from ragen2.trainer.critic import ValueModel, compute_values
+from ragen2.trainer.precision import resolve_precision
 
 
 # ---------------------------------------------------------------------------------------------
@@ -68,22 +71,36 @@ class Models:
 
 
 def build_models(cfg: RunConfig, init_path: Path) -> Models:
-    """Actor, tokenizer, frozen reference (only if ``kl_coef > 0``) and critic (only for GAE)."""
+    """Actor, tokenizer, frozen reference (only if ``kl_coef > 0``) and critic (only for GAE).
+
+    The trained models (actor, critic) are float32 master weights whatever ``policy.dtype`` says
+    (:mod:`ragen2.trainer.precision`), with activation checkpointing if ``trainer.gradient_checkpointing``;
+    the frozen reference is loaded in ``policy.dtype``.
+    """
     from ragen2.policy import load_policy
 
-    kw = {"dtype": cfg.policy.dtype, "device": cfg.policy.device}
-    actor, tokenizer = load_policy(init_path, **kw)
+    device = cfg.policy.device
+    actor, tokenizer = load_policy(init_path, dtype="float32", device=device)
     reference = None
     if cfg.trainer.kl_coef != 0:
-        reference, _ = load_policy(init_path, **kw)
+        reference, _ = load_policy(init_path, dtype=cfg.policy.dtype, device=device)
         reference.requires_grad_(False)
         reference.eval()
     critic = None
     if get_preset(cfg.trainer.algo).uses_critic:
-        backbone, _ = load_policy(init_path, **kw)
+        backbone, _ = load_policy(init_path, dtype="float32", device=device)
+        if cfg.trainer.gradient_checkpointing:
+            activation_checkpointing.enable(backbone)
         critic = ValueModel(backbone).to(next(backbone.parameters()).device)
         critic.eval()  # dropout off, as for the actor; gradients still flow
+    if cfg.trainer.gradient_checkpointing:
+        activation_checkpointing.enable(actor)
     return Models(actor, tokenizer, reference, critic, Path(init_path))
+
+
+def run_precision(cfg: RunConfig) -> str:
+    """The run's compute precision, ``fp32`` | ``bf16`` | ``fp16`` (``trainer.precision`` with ``auto`` resolved)."""
+    return resolve_precision(cfg.trainer.precision, cfg.policy.dtype)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -120,12 +137,17 @@ def norm_constant(cfg: RunConfig) -> float:
 
 def loss_settings(cfg: RunConfig, task_scale: float = 1.0) -> LossSettings:
     """The actor's :class:`LossSettings` for this run."""
-    t = cfg.trainer
+    return trainer_loss_settings(cfg.trainer, norm_const=norm_constant(cfg), temperature=cfg.rollout.temperature,
+                                 precision=run_precision(cfg), task_scale=task_scale)
+
+
+def trainer_loss_settings(t: TrainerConfig, *, norm_const: float, temperature: float, precision: str,
+                          task_scale: float = 1.0) -> LossSettings:
+    """:class:`LossSettings` from the trainer section and the values that come from elsewhere in a run."""
     return LossSettings(agg_mode=resolve_agg_mode(t.algo, t.loss_agg_mode), clip_low=t.clip_low,
                         clip_high=t.clip_high, dual_clip=t.dual_clip, entropy_coef=t.entropy_coef,
                         entropy_scope=t.entropy_scope, kl_coef=t.kl_coef, kl_type=t.kl_type,
-                        norm_const=norm_constant(cfg), temperature=cfg.rollout.temperature,
-                        task_scale=task_scale)
+                        norm_const=norm_const, temperature=temperature, task_scale=task_scale, precision=precision)
 
 
 def prepare_update_batch(models: Models, rollout: RolloutBatch, kept_groups: list[int], cfg: RunConfig,
@@ -148,20 +170,8 @@ def prepare_update_batch(models: Models, rollout: RolloutBatch, kept_groups: lis
     pad_id = models.tokenizer.pad_token_id
     device = next(models.actor.parameters()).device
     batch = build_batch([rollout.trajectories[r] for r in rows], pad_id, weights, device)
-
-    micro = t.micro_batch_size
-    batch.old_logp, entropy = compute_logprobs(models.actor, batch, micro, cfg.rollout.temperature)
-    if models.reference is not None:
-        batch.ref_logp, _ = compute_logprobs(models.reference, batch, micro, cfg.rollout.temperature)
-    if preset.estimator == "gae":
-        batch.values = compute_values(models.critic, batch, micro)
-        adv, ret = compute_gae(batch.rewards, batch.values, batch.loss_mask, t.gamma, t.lam)
-        if float(batch.task_mask.sum()) >= 2:
-            adv = whiten(adv, batch.task_mask)
-        batch.advantages, batch.returns = adv * batch.loss_mask, ret
-    else:
-        per_row = grpo_advantages(batch.scores, batch.group_ids, norm_by_std=preset.norm_by_std)
-        batch.advantages = per_row[:, None] * batch.loss_mask
+    entropy = attach_update_targets(batch, models, preset, t, temperature=cfg.rollout.temperature,
+                                    precision=run_precision(cfg))
 
     mask = batch.task_mask
     n = mask.sum().clamp_min(1.0)
@@ -176,6 +186,32 @@ def prepare_update_batch(models: Models, rollout: RolloutBatch, kept_groups: lis
         "train/task_tokens": float(mask.sum()),
     }
     return batch, metrics
+
+
+def attach_update_targets(batch: UpdateBatch, models: Models, preset: AlgoPreset, t: TrainerConfig, *,
+                          temperature: float, precision: str) -> torch.Tensor:
+    """Fill in ``batch``'s old (and reference) log-probs, values, advantages and returns, in place.
+
+    The passes run without gradient, ``trainer.logprob_micro_batch_size`` rows at a time (0 = ``micro_batch_size``),
+    under ``precision``'s autocast, as the update's forward passes do.
+
+    Returns:
+        The current actor's entropies ``[B, L-1]``.
+    """
+    micro = t.logprob_micro_batch_size or t.micro_batch_size
+    batch.old_logp, entropy = compute_logprobs(models.actor, batch, micro, temperature, precision=precision)
+    if models.reference is not None:
+        batch.ref_logp, _ = compute_logprobs(models.reference, batch, micro, temperature, precision=precision)
+    if preset.estimator == "gae":
+        batch.values = compute_values(models.critic, batch, micro, precision=precision)
+        adv, ret = compute_gae(batch.rewards, batch.values, batch.loss_mask, t.gamma, t.lam)
+        if float(batch.task_mask.sum()) >= 2:
+            adv = whiten(adv, batch.task_mask)
+        batch.advantages, batch.returns = adv * batch.loss_mask, ret
+    else:
+        per_row = grpo_advantages(batch.scores, batch.group_ids, norm_by_std=preset.norm_by_std)
+        batch.advantages = per_row[:, None] * batch.loss_mask
+    return entropy
 
 
 def mini_batch_rows(cfg: RunConfig, update_rows: int, total_rows: int) -> int:

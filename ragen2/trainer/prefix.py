@@ -4,7 +4,9 @@ The rollouts of a prompt group share their prompt, and in a single-turn batch th
 every row (about 100 of 130 tokens on the CPU profile). :func:`shared_prefix_forward` runs each
 distinct prefix ``input_ids[:, :start]`` through the model once, gathers its KV cache to the rows
 that have it (an index, so gradients of every row flow back into the shared pass) and runs the rest
-of each row on top. Outputs equal the plain forward's up to float rounding (tested).
+of each row on top. Outputs equal the plain forward's up to float rounding (tested). A model whose layers
+recompute in the backward pass (activation checkpointing) cannot take a cache in them, so then the plain forward
+runs (:mod:`ragen2.trainer.activation_checkpointing`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from typing import Any
 
 import torch
 from torch import nn
+
+from ragen2.trainer.activation_checkpointing import recomputes
 
 
 @functools.cache
@@ -47,11 +51,12 @@ def shared_prefix_forward(model: nn.Module, input_ids: torch.Tensor, attention_m
 
     Returns:
         A :class:`SplitOutput`, or ``None`` when sharing cannot help or work: no two rows share their prefix,
-        ``start`` is out of range, or the model takes no cache / returns one that cannot be gathered.
+        ``start`` is out of range, the model takes no cache / returns one that cannot be gathered, or its layers
+        would recompute in the backward pass (activation checkpointing drops the cache inside them).
     """
     name = cache_kwarg(type(model))
     length = input_ids.shape[1]
-    if name is None or not 1 <= start < length:
+    if name is None or not 1 <= start < length or recomputes(model):
         return None
     prefixes, rows = torch.unique(input_ids[:, :start], dim=0, return_inverse=True)
     if len(prefixes) == len(input_ids):

@@ -363,3 +363,87 @@ def test_trl_paper_args_are_grpo_config_fields():
     # one group of 16 per GPU per step: 8 GPUs x 16 = the paper's 8 x 16 batch
     assert cfg.generation_batch_size == cfg.num_generations == 16
     assert (cfg.learning_rate, cfg.epsilon, cfg.epsilon_high, cfg.beta) == (1e-6, 0.2, 0.28, 0.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Engine settings from the config, weight-sync interval
+# ---------------------------------------------------------------------------------------------
+def test_backend_settings_pass_the_rollout_keys_to_the_engine(monkeypatch):
+    from ragen2.config import RolloutConfig
+    from ragen2.rollout.backends import backend_settings
+
+    assert backend_settings(RolloutConfig()) == {}  # hf: nothing to pass
+    cfg = RolloutConfig(backend="vllm", vllm_gpu_memory_utilization=0.2, vllm_enforce_eager=False,
+                        vllm_dtype="float16", vllm_sync_every=3, max_context_tokens=100, max_new_tokens=20)
+    settings = backend_settings(cfg)
+    assert settings == {"gpu_memory_utilization": 0.2, "max_model_len": 120, "enforce_eager": False,
+                        "dtype": "float16", "sync_every": 3}
+    assert backend_settings(RolloutConfig(backend="vllm", vllm_max_model_len=8192))["max_model_len"] == 8192
+    monkeypatch.setattr(vllm_backend, "_SHARED", {})
+    backend = make_backend("vllm", tiny_model(), StubTokenizer(), llm=FakeLLM(), **settings)
+    assert {k: backend.settings[k] for k in ("gpu_memory_utilization", "max_model_len", "enforce_eager", "dtype")} == \
+        {"gpu_memory_utilization": 0.2, "max_model_len": 120, "enforce_eager": False, "dtype": "float16"}
+
+
+def test_collect_rollouts_builds_its_backend_from_the_config(monkeypatch):
+    from ragen2.config import EnvConfig, RolloutConfig
+    from ragen2.rollout import collect
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake_make_backend(name, model, tokenizer, **kwargs):
+        seen.update(name=name, **kwargs)
+        raise Stop
+
+    monkeypatch.setattr(collect, "make_backend", fake_make_backend)
+    cfg = RolloutConfig(backend="vllm", vllm_gpu_memory_utilization=0.5, vllm_sync_every=0)
+    with pytest.raises(Stop):
+        collect.collect_rollouts(tiny_model(), StubTokenizer(), EnvConfig(), cfg, [0], group_size=2,
+                                 temperature=1.0, seed=0)
+    assert seen["name"] == "vllm" and seen["gpu_memory_utilization"] == 0.5 and seen["sync_every"] == 0
+    assert seen["max_model_len"] == cfg.max_context_tokens + cfg.max_new_tokens
+
+
+def test_unchanged_weights_are_not_synced_again(monkeypatch):
+    monkeypatch.setattr(vllm_backend, "_SHARED", {})
+    llm, model = FakeLLM(), tiny_model()
+    for _ in range(3):  # e.g. the step-0 validation, the first rollout, DAPO refills: the same weights
+        make_vllm_backend(model, StubTokenizer(), llm=llm)
+    assert llm.resets == 1
+    with torch.no_grad():
+        model.lm_head.weight.add_(1.0)
+    make_vllm_backend(model, StubTokenizer(), llm=llm)
+    assert llm.resets == 2 and torch.equal(llm.engine_model.loaded["lm_head.weight"], model.lm_head.weight)
+
+
+@pytest.mark.parametrize("sync_every, synced_on_calls", [(0, []), (1, [1, 2, 3, 4, 5]), (2, [1, 3, 5]),
+                                                         (3, [1, 4])])
+def test_sync_every_pushes_on_every_nth_call(monkeypatch, sync_every, synced_on_calls):
+    monkeypatch.setattr(vllm_backend, "_SHARED", {})
+    llm, model = FakeLLM(), tiny_model()
+    synced = []
+    for call in range(1, 6):
+        with torch.no_grad():
+            model.lm_head.weight.add_(1.0)  # an update before every rollout
+        resets = llm.resets
+        make_vllm_backend(model, StubTokenizer(), llm=llm, sync_every=sync_every)
+        if llm.resets > resets:
+            synced.append(call)
+    assert synced == synced_on_calls
+
+
+@pytest.mark.parametrize("override, message", [
+    ({"vllm_gpu_memory_utilization": 0.0}, r"rollout.vllm_gpu_memory_utilization=0.0: must be in \(0, 1\]"),
+    ({"vllm_max_model_len": 1000}, r"rollout.vllm_max_model_len=1000: must be 0 \(auto\) or >= "
+                                   r"max_context_tokens \+ max_new_tokens = 4000"),
+    ({"vllm_dtype": "fp8"}, "rollout.vllm_dtype='fp8': must be one of bfloat16, float16, float32"),
+    ({"vllm_sync_every": -1}, "rollout.vllm_sync_every=-1: must be >= 0"),
+])
+def test_vllm_keys_are_validated(override, message):
+    from ragen2.config import ConfigError, RolloutConfig
+
+    with pytest.raises(ConfigError, match=message):
+        RolloutConfig(**override)

@@ -3,6 +3,7 @@
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -231,6 +232,29 @@ def test_resuming_a_run_of_another_config_is_refused(tmp_path, cache_dir):
     cfg = _cfg("trainer.algo=grpo", "trainer.steps=1", "collapse.enabled=false")
     train(cfg, tmp_path / "a", initial_policy(cfg, cache_dir), progress=False)
     with pytest.raises(ValueError, match=r"another config \(seed, trainer.actor_lr differ\)"):
-        train(apply_overrides(cfg, ["seed=3", "trainer.actor_lr=0.5"]), tmp_path / "a", cache_dir=cache_dir)
+        train(apply_overrides(cfg, ["seed=3", "trainer.actor_lr=0.5"]), tmp_path / "a",
+              initial_policy(cfg, cache_dir), progress=False)
     again = train(cfg, tmp_path / "a", initial_policy(cfg, cache_dir), progress=False)  # the same config resumes
     assert again["steps_completed"] == 1
+
+
+def test_fp16_checkpointed_ppo_run_keeps_fp32_masters_and_resumes_exactly(tmp_path, cache_dir):
+    """Mixed precision end to end: fp16 autocast + loss scaling, activation checkpointing, a float16 reference."""
+    cfg = _cfg("trainer.algo=ppo", "trainer.steps=2", "trainer.kl_coef=0.1", "trainer.precision=fp16",
+               "policy.dtype=float16", "trainer.gradient_checkpointing=true", "trainer.logprob_micro_batch_size=6",
+               "trainer.keep_every=1", "collapse.enabled=false")
+    init = initial_policy(cfg, cache_dir)
+    train(cfg, tmp_path / "full", init, progress=False)
+    full = read_metrics(tmp_path / "full")
+    for row in full[1:]:
+        for name in DOCUMENTED + ["critic/vf_loss", "actor/kl"]:
+            assert math.isfinite(row[name]), (name, row[name])
+    state = load_checkpoint(latest_checkpoint(tmp_path / "full"))
+    assert {v.dtype for v in state["actor"].values()} == {torch.float32}
+    assert state["actor_scaler"]["scale"] > 0 and state["critic_scaler"] is not None
+    # resume from the step-1 checkpoint (loss scales included): the same second step
+    shutil.copytree(tmp_path / "full", tmp_path / "resumed")
+    (tmp_path / "resumed" / "checkpoints" / "latest.json").write_text(
+        json.dumps({"step": 1, "file": "step_000001.pt"}))
+    train(cfg, tmp_path / "resumed", init, progress=False)
+    assert _comparable(read_metrics(tmp_path / "resumed")) == _comparable(full)
