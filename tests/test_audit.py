@@ -203,8 +203,7 @@ def test_cli_rejects_unknown_env_and_bad_json(tmp_path):
     assert (args.prompts, args.samples, args.seed, args.out) == (32, 16, 0, None)
     with pytest.raises(ValueError, match="'no_such_env'"):
         run_audit_command("tiny", "no_such_env", cache_dir=tmp_path)
-    with pytest.raises(SystemExit, match="not valid JSON"):
-        main(["audit", "--policy", "tiny", "--env", "frozenlake", "--env-kwargs", "{bad"])
+    assert main(["audit", "--policy", "tiny", "--env", "frozenlake", "--env-kwargs", "{bad"]) == 2
 
 
 def test_end_to_end_tiny_policy_on_frozenlake(tmp_path):

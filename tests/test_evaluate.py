@@ -206,5 +206,5 @@ def test_gains_cli_prints_a_row_per_label_and_names_a_malformed_argument(tmp_pat
     assert main(["gains", str(paths["start"]), f"algo={paths['a']},{paths['b']}"]) == 0
     out = capsys.readouterr().out
     assert "| algo " in out and "37.5" in out  # gains +25 and +50: mean 37.5
-    with pytest.raises(SystemExit, match="'algo' is not of the form LABEL=END.json"):
-        main(["gains", str(paths["start"]), "algo"])
+    assert main(["gains", str(paths["start"]), "algo"]) == 2
+    assert "'algo' is not of the form LABEL=END.json" in capsys.readouterr().err

@@ -1,13 +1,10 @@
-"""The RL training loop: ``train(cfg, run_dir)``, readable top to bottom (CleanRL style).
+"""The RL training loop: ``train(cfg, run_dir, init_policy)``, readable top to bottom (CleanRL style).
 
 One step (spec 0): rollout -> collapse diagnostics (unfiltered batch) -> filter (empty: no update)
 -> [DAPO: constant groups replaced by fresh ones] -> old/ref log-probs, values, advantages -> critic
 update -> [gradient analysis] -> actor update -> validation -> log -> checkpoint.
 
-Run directory::
-
-    config.json   env.json   summary.json   metrics.jsonl   grad_analysis.csv (if enabled)
-    dvclive/      checkpoints/{step_NNNNNN.pt, latest.json}
+The run directory's layout is :mod:`ragen2.rundir`'s.
 
 Metric names (one row per step in ``metrics.jsonl`` and dvclive; step 0 holds the first validation):
 
@@ -74,15 +71,11 @@ from ragen2.trainer.algos import get_preset
 from ragen2.trainer.checkpoint import (
     load_checkpoint,
     resumable_checkpoint,
-    rng_state,
     save_checkpoint,
-    set_rng_state,
 )
 from ragen2.trainer.critic import update_critic
 from ragen2.trainer.dynamic_sampling import dynamic_sampling
-from ragen2.trainer.early_stop import EarlyStopper
 from ragen2.trainer.grad_analysis import append_table, grad_analysis, table_metrics
-from ragen2.trainer.optim import adamw
 from ragen2.trainer.pipeline import (
     build_models,
     loss_settings,
@@ -95,8 +88,9 @@ from ragen2.trainer.pipeline import (
     train_seeds,
     val_seeds,
 )
-from ragen2.trainer.precision import autocast, grad_scaler, model_device
+from ragen2.trainer.precision import autocast, model_device
 from ragen2.trainer.runlog import RunLogger
+from ragen2.trainer.state import TrainingState
 from ragen2.trainer.timing import PhaseTimer
 
 TIMED_PHASES = ("rollout", "update", "diagnostics", "validation")
@@ -104,19 +98,11 @@ TIMED_PHASES = ("rollout", "update", "diagnostics", "validation")
 
 def train(cfg: RunConfig, run_dir: Path, init_policy: Path, *, resume: bool = True,
           progress: bool | None = None) -> dict[str, Any]:
-    """Train a policy with the run's algorithm, filter and diagnostics; returns the summary.
+    """Train a policy with the run's algorithm, filter and diagnostics; returns ``summary.json``'s contents.
 
-    Args:
-        cfg: the run configuration.
-        run_dir: where everything of this run goes (created if missing).
-        init_policy: the policy RL starts from, a loadable directory (its warm start:
-            :func:`ragen2.warmstart.initial_policy` resolves and, if missing, builds it).
-        resume: continue from ``run_dir/checkpoints/latest.json`` if present (exactly: same metrics as
-            an uninterrupted run); ``False`` starts over and overwrites the run's records.
-        progress: show a tqdm bar (``None`` = only on a terminal).
-
-    Returns:
-        The contents of ``summary.json``.
+    ``init_policy`` is the loadable policy RL starts from (:func:`ragen2.warmstart.initial_policy` resolves
+    it and builds a missing warm start). ``resume`` continues from ``run_dir``'s latest checkpoint, exactly
+    as an uninterrupted run; ``False`` starts over. ``progress``: a tqdm bar (``None``: only on a terminal).
     """
     from ragen2.rollout.collect import collect_rollouts
 
@@ -124,49 +110,25 @@ def train(cfg: RunConfig, run_dir: Path, init_policy: Path, *, resume: bool = Tr
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     tc, rc = cfg.trainer, cfg.rollout
-    preset = get_preset(tc.algo)
 
-    # TRY NOT TO MODIFY: seeding, models, optimisers
+    # TRY NOT TO MODIFY: seeding, models, optimisers, resume from the latest checkpoint
     seed_everything(cfg.seed)
     models = build_models(cfg, init_policy)
-    actor, tokenizer, critic = models.actor, models.tokenizer, models.critic
-    actor_opt = adamw(actor, tc.actor_lr, tc.weight_decay)
-    critic_opt = adamw(critic, tc.critic_lr, tc.weight_decay) if critic is not None else None
+    actor, tokenizer = models.actor, models.tokenizer
     precision, device = run_precision(cfg), model_device(actor)
-    actor_scaler, critic_scaler = grad_scaler(precision, device), grad_scaler(precision, device)  # fp16 only
-
-    def compute():
-        """The run's autocast region for forward passes outside the update (a no-op context for fp32)."""
-        return autocast(precision, device)
-
-    shuffle_rng = np.random.default_rng(stream_seed(cfg.seed, "shuffle"))
-    stopper = EarlyStopper(empty_stop_steps=tc.empty_stop_steps, rv_collapse=tc.rv_collapse_stop,
-                           low_val_patience=tc.low_val_stop_patience)
-    monitors: dict = {}  # per-family CollapseMonitor (MI z-score EMA), filled by collapse_metrics
+    ts = TrainingState.create(cfg, models, precision, device)
     seed_everything(cfg.seed)  # again: building a cached vs a fresh policy must not shift the streams
-
-    # TRY NOT TO MODIFY: resume from the latest checkpoint
     start_step, history, totals = 1, None, {"elapsed_s": 0.0}
-    ckpt_path = resumable_checkpoint(cfg, run_dir, resume)
-    if ckpt_path is not None:
-        state = load_checkpoint(ckpt_path, map_location=next(actor.parameters()).device)
-        actor.load_state_dict(state["actor"])
-        actor_opt.load_state_dict(state["actor_opt"])
-        if critic is not None:
-            critic.load_state_dict(state["critic"])
-            critic_opt.load_state_dict(state["critic_opt"])
-        for scaler, key in ((actor_scaler, "actor_scaler"), (critic_scaler, "critic_scaler")):
-            if scaler is not None and state.get(key) is not None:
-                scaler.load_state_dict(state[key])
-        stopper.load_state_dict(state["early_stop"])
-        monitors, history, totals = state["monitors"], state["history"], state["timings"]
-        set_rng_state(state["rng"], shuffle_rng)
-        start_step = int(state["step"]) + 1
+    if (ckpt_path := resumable_checkpoint(cfg, run_dir, resume)) is not None:
+        start_step, history, totals = ts.restore(load_checkpoint(ckpt_path, map_location=device))
     elapsed_before = float(totals.get("elapsed_s", 0.0))
     write_json_atomic(run_dir / CONFIG, to_dict(cfg))
     write_json_atomic(run_dir / ENV, environment_info(actor))
     logger = RunLogger(run_dir, history, params=to_dict(cfg))
     timer = PhaseTimer(always=("rollout", "update", "diagnostics"))
+
+    def compute():  # the run's autocast region for forward passes outside the update (none for fp32)
+        return autocast(precision, device)
 
     def validate() -> dict[str, float]:
         with timer.phase("validation"), compute():
@@ -178,21 +140,12 @@ def train(cfg: RunConfig, run_dir: Path, init_policy: Path, *, resume: bool = Tr
 
     def checkpoint(step: int) -> None:
         totals["elapsed_s"] = elapsed_before + time.perf_counter() - t_start
-        state = {
-            "step": step, "actor": actor.state_dict(), "actor_opt": actor_opt.state_dict(),
-            "critic": critic.state_dict() if critic is not None else None,
-            "critic_opt": critic_opt.state_dict() if critic_opt is not None else None,
-            "early_stop": stopper.state_dict(), "monitors": monitors, "history": logger.history,
-            "timings": totals, "rng": rng_state(shuffle_rng)}
-        if actor_scaler is not None:  # fp16: the loss scales, for an exact resume
-            state["actor_scaler"] = actor_scaler.state_dict()
-            state["critic_scaler"] = critic_scaler.state_dict() if critic is not None else None
-        save_checkpoint(run_dir, step, state, keep_every=tc.keep_every)
+        save_checkpoint(run_dir, step, ts.checkpoint(step, logger.history, totals), keep_every=tc.keep_every)
 
     if start_step == 1 and not logger.history:  # validation before training (step 0)
         timer.seconds = {}
         metrics = validate()
-        stopper.on_validation(metrics["val/success"])
+        ts.stopper.on_validation(metrics["val/success"])
         logger.log(0, {**metrics, "timing_s/validation": timer.seconds["validation"]})
         if tc.save_freq > 0:
             checkpoint(0)
@@ -200,7 +153,7 @@ def train(cfg: RunConfig, run_dir: Path, init_policy: Path, *, resume: bool = Tr
     bar = tqdm(range(start_step, tc.steps + 1), initial=start_step - 1, total=tc.steps, desc=cfg.env.name,
                disable=(not progress) if progress is not None else None, dynamic_ncols=True)
     for step in bar:
-        if stopper.reason is not None:
+        if ts.stopper.reason is not None:
             break
         t_step, metrics = time.perf_counter(), {}
         timer.reset()
@@ -217,7 +170,7 @@ def train(cfg: RunConfig, run_dir: Path, init_policy: Path, *, resume: bool = Tr
             with timer.phase("diagnostics"), compute():
                 metrics.update(collapse_metrics(actor, tokenizer, rollout, cfg.collapse,
                                                 np.random.default_rng(stream_seed(cfg.seed, "collapse", step)),
-                                                monitors=monitors))
+                                                monitors=ts.monitors))
 
         # ALGO LOGIC: filter groups (an empty result skips the update); DAPO replaces its constant groups
         with timer.phase("update"):
@@ -226,57 +179,26 @@ def train(cfg: RunConfig, run_dir: Path, init_policy: Path, *, resume: bool = Tr
             metrics.update(outcome.metrics)
         with timer.phase("rollout"), compute():
             refilled = dynamic_sampling(models, cfg, rollout, [int(g) for g in outcome.kept], step)
-            train_rollout, kept = refilled.rollout, refilled.kept
             metrics.update(refilled.metrics)
-        stop_now = stopper.on_step(metrics["filter/reward_std_mean"]) if kept else stopper.on_empty_step()
-        metrics["filter/consecutive_empty"] = float(stopper.consecutive_empty)
+        kept = refilled.kept
+        stop_now = ts.stopper.on_step(metrics["filter/reward_std_mean"]) if kept else ts.stopper.on_empty_step()
+        metrics["filter/consecutive_empty"] = float(ts.stopper.consecutive_empty)
 
+        # ALGO LOGIC: old/ref log-probs, values, advantages; critic and actor updates
         if kept:
-            # ALGO LOGIC: old/ref log-probs, values, advantages
-            with timer.phase("update"):
-                batch, batch_metrics = prepare_update_batch(models, train_rollout, kept, cfg, preset)
-                metrics.update(batch_metrics)
-                settings = loss_settings(cfg, task_scale=keep_rate_scale(len(kept), rollout.env_groups, cfg.filter))
-                mini = mini_batch_rows(cfg, len(batch), len(rollout))
-                micro = min(tc.micro_batch_size, mini)
-                metrics["train/mini_batch_rows"] = float(mini)
-
-                # ALGO LOGIC: critic update (GAE only)
-                if critic is not None:
-                    metrics.update(update_critic(critic, critic_opt, batch, mini_batch_size=mini,
-                                                 micro_batch_size=micro, epochs=tc.ppo_epochs,
-                                                 grad_clip=tc.grad_clip, rng=shuffle_rng, precision=precision,
-                                                 scaler=critic_scaler))
-
-            # diagnostics: RV-bucketed gradient norms, no optimiser step
-            ga = cfg.grad_analysis
-            if ga.enabled and (step - 1) % ga.every == 0:
-                with timer.phase("diagnostics"):
-                    rv = dict(enumerate(group_std(train_rollout.scores).tolist()))
-                    table = grad_analysis(actor, batch, rv, settings, num_buckets=ga.num_buckets,
-                                          mini_batch_size=tc.mini_batch_size, micro_batch_size=tc.micro_batch_size,
-                                          step=step)
-                    append_table(run_dir / GRAD_ANALYSIS, table, keep_through_step=step - 1)
-                    metrics.update(table_metrics(table))
-
-            # ALGO LOGIC: actor update
-            with timer.phase("update"):
-                metrics.update(update_actor(actor, actor_opt, batch, settings, mini_batch_size=mini,
-                                            micro_batch_size=micro, epochs=tc.ppo_epochs, grad_clip=tc.grad_clip,
-                                            rng=shuffle_rng, scaler=actor_scaler))
+            metrics.update(update_step(ts, cfg, refilled.rollout, kept, rollout.env_groups, step, timer,
+                                       precision, grad_table=run_dir / GRAD_ANALYSIS))
 
         # validation every test_freq steps and at the end (empty steps validate only at the end)
         last = stop_now or step == tc.steps
         if last or (kept and tc.test_freq > 0 and step % tc.test_freq == 0):
             metrics.update(validate())
-            last = stopper.on_validation(metrics["val/success"]) or last
-        if stopper.reason is not None:
-            metrics[f"early_stopped/{stopper.reason}"] = 1.0
+            last = ts.stopper.on_validation(metrics["val/success"]) or last
+        if ts.stopper.reason is not None:
+            metrics[f"early_stopped/{ts.stopper.reason}"] = 1.0
         metrics.update({f"timing_s/{name}": s for name, s in timer.seconds.items()})
         metrics["timing_s/step"] = time.perf_counter() - t_step
-        for name in TIMED_PHASES:
-            totals[f"{name}_s"] = totals.get(f"{name}_s", 0.0) + timer.seconds.get(name, 0.0)
-        totals["steps_timed"] = totals.get("steps_timed", 0) + 1
+        _accumulate(totals, timer.seconds)
         logger.log(step, metrics)
         bar.set_postfix(score=f"{metrics['rollout/score_mean']:.3f}", kept=len(kept),
                         val=f"{metrics.get('val/success', math.nan):.3f}")
@@ -290,16 +212,56 @@ def train(cfg: RunConfig, run_dir: Path, init_policy: Path, *, resume: bool = Tr
             break
     bar.close()
     logger.close()
-
     totals["elapsed_s"] = elapsed_before + time.perf_counter() - t_start
-    summary = summarize(logger.history, stopper.reason, totals, tc.steps)
+    summary = summarize(logger.history, ts.stopper.reason, totals, tc.steps)
     write_json_atomic(run_dir / SUMMARY, summary)
     return summary
+
+
+def update_step(ts: TrainingState, cfg: RunConfig, rollout, kept: list[int], env_groups: int, step: int,
+                timer: PhaseTimer, precision: str, grad_table: Path) -> dict[str, float]:
+    """One update on the kept groups of ``rollout``: batch (old/ref log-probs, values, advantages), critic update
+    (GAE only), the RV-bucketed gradient analysis when due (no optimiser step), actor update; returns metrics.
+
+    ``env_groups`` counts the groups rolled out before filtering (the keep rate's denominator).
+    """
+    tc, models, metrics = cfg.trainer, ts.models, {}
+    with timer.phase("update"):
+        batch, batch_metrics = prepare_update_batch(models, rollout, kept, cfg, get_preset(tc.algo))
+        metrics.update(batch_metrics)
+        settings = loss_settings(cfg, task_scale=keep_rate_scale(len(kept), env_groups, cfg.filter))
+        mini = mini_batch_rows(cfg, len(batch), env_groups * cfg.rollout.group_size)
+        micro = min(tc.micro_batch_size, mini)
+        metrics["train/mini_batch_rows"] = float(mini)
+        if models.critic is not None:
+            metrics.update(update_critic(models.critic, ts.critic_opt, batch, mini_batch_size=mini,
+                                         micro_batch_size=micro, epochs=tc.ppo_epochs, grad_clip=tc.grad_clip,
+                                         rng=ts.shuffle_rng, precision=precision, scaler=ts.critic_scaler))
+    ga = cfg.grad_analysis
+    if ga.enabled and (step - 1) % ga.every == 0:
+        with timer.phase("diagnostics"):
+            rv = dict(enumerate(group_std(rollout.scores).tolist()))
+            table = grad_analysis(models.actor, batch, rv, settings, num_buckets=ga.num_buckets,
+                                  mini_batch_size=tc.mini_batch_size, micro_batch_size=tc.micro_batch_size, step=step)
+            append_table(grad_table, table, keep_through_step=step - 1)
+            metrics.update(table_metrics(table))
+    with timer.phase("update"):
+        metrics.update(update_actor(models.actor, ts.actor_opt, batch, settings, mini_batch_size=mini,
+                                    micro_batch_size=micro, epochs=tc.ppo_epochs, grad_clip=tc.grad_clip,
+                                    rng=ts.shuffle_rng, scaler=ts.actor_scaler))
+    return metrics
 
 
 # ---------------------------------------------------------------------------------------------
 # Helpers
 # ---------------------------------------------------------------------------------------------
+def _accumulate(totals: dict[str, float], seconds: dict[str, float]) -> None:
+    """Add one step's phase seconds to the run's totals (``summary.json``'s per-step means)."""
+    for name in TIMED_PHASES:
+        totals[f"{name}_s"] = totals.get(f"{name}_s", 0.0) + seconds.get(name, 0.0)
+    totals["steps_timed"] = totals.get("steps_timed", 0) + 1
+
+
 def summarize(history: list[dict[str, Any]], reason: str | None, timings: dict[str, float],
               planned_steps: int) -> dict[str, Any]:
     """``summary.json``: final and best validation, steps done, timings, early-stop reason."""
