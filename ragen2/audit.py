@@ -565,13 +565,11 @@ def run_audit_command(policy: str, env: str, *, env_kwargs: dict[str, Any] | Non
         device: ``auto`` | ``cpu`` | ``cuda``.
         max_new_tokens: Override of ``RolloutConfig.max_new_tokens`` (e.g. small for a quick CPU check).
     """
-    from ragen2 import envs
-    from ragen2.config import EnvConfig, PolicyConfig, RolloutConfig
+    from ragen2.config import ConfigError, EnvConfig, PolicyConfig, RolloutConfig
 
-    if env not in envs.REGISTRY:
-        raise ValueError(f"unknown environment {env!r}; known: {sorted(envs.REGISTRY)}")
+    EnvConfig(name=env)  # an unknown environment is a ConfigError naming it
     if env_kwargs is not None and not isinstance(env_kwargs, dict):
-        raise ValueError(f"env_kwargs must be a JSON object, got {env_kwargs!r}")
+        raise ConfigError(f"--env-kwargs={env_kwargs!r}: must be a JSON object")
     from ragen2.policy import load_policy, resolve_policy  # torch and transformers: import after the checks
 
     policy_cfg = PolicyConfig(name_or_path=policy, device=device)

@@ -45,6 +45,7 @@ def test_bad_input_is_one_line_naming_the_key_and_exit_status_2(tmp_path, capsys
     (["grad-analysis", "no/such/run"], "run directory 'no/such/run' does not exist"),
     (["gains", "no/start.json", "ppo=no/end.json"], ".json' does not exist"),
     (["audit", "--policy", "tiny", "--env", "frozenlake", "--env-kwargs", "{bad"], "--env-kwargs '{bad' is not valid JSON"),
+    (["audit", "--policy", "tiny", "--env", "nope"], "env.name='nope': must be one of sokoban"),
 ])
 def test_missing_files_are_one_line_and_exit_status_2(tmp_path, capsys, monkeypatch, argv, named):
     monkeypatch.chdir(tmp_path)

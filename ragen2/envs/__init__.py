@@ -20,6 +20,7 @@ from typing import Any
 import gymnasium as gym
 
 from ragen2.envs.base import AgentDefaults, ExpertMove, StepResult, TextEnv, TextSpace
+from ragen2.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ def available() -> list[str]:
 def env_class(name: str) -> type[TextEnv]:
     """The class behind a registry name."""
     if name not in REGISTRY:
-        raise ValueError(f"unknown environment {name!r}; known: {sorted(REGISTRY)}")
+        raise ConfigError(f"unknown environment {name!r}; known: {sorted(REGISTRY)}")
     module, cls = REGISTRY[name].entry_point.split(":")
     return getattr(importlib.import_module(module), cls)
 
