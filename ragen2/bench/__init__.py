@@ -22,7 +22,12 @@ repetitions alternate so that machine noise hits both):
 - ``scoring_speedup_vs_naive``: seconds of ``naive_cross_logprobs`` over ``cross_logprobs``;
 - ``update_speedup_shared_prefix``: seconds of the critic + actor updates with every row's prompt run
   per row over those with each distinct prompt run once per micro-batch
-  (:mod:`ragen2.trainer.prefix`), same batch, the CPU profile's PPO trainer and rollout shape.
+  (:mod:`ragen2.trainer.prefix`), same batch, the CPU profile's PPO trainer and rollout shape;
+- ``step_over_floor_grpo``, ``step_over_floor_ppo``: seconds per step of a whole CPU-profile run (the main
+  study's run of that algorithm from ``--params``, its warm start built if missing; MI diagnostics, gradient
+  analysis, validation, logging and checkpoints at their frequencies) over the step's compute floor, one
+  forward+backward per trained model over the distinct tokens plus one cached forward per generated position
+  (:mod:`ragen2.bench.floor`).
 
 With ``--json`` the last line of output is one JSON object: every figure under its name, and
 ``details`` (per figure: ``median``, ``min``, ``max``, ``baseline_s``, ``candidate_s``, the runs and

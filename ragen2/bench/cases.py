@@ -70,13 +70,21 @@ class BenchSizes:
     prefix: Shape = Shape(8, 8, 1, 26)
     """The shared-prompt update benchmark: the CPU profile's rollout shape (single turn, 8 x 8) with responses
     of 26 tokens, the mean response length of its runs (the random policy always writes ``max_new_tokens``)."""
+    floor_from_params: bool = True
+    """``step_over_floor_*``: the CPU profile's main runs from the params file (warm start and all); False: a
+    two-step run of the default config at :attr:`floor_shape` without a warm start (plumbing only)."""
+    floor_shape: Shape = Shape(2, 4, 1, 16)
+    floor_reps: int = 3
+    """Whole runs per ``step_over_floor_*`` figure (each next to a floor)."""
+    floor_repeats: int = 5
+    """Floor timings per repetition (their median is the repetition's floor)."""
 
 
 QUICK = BenchSizes(
     rollout=Shape(2, 4, 2, 16), grpo=Shape(2, 2, 2, 16), grpo_micro_batch=4, mi=Shape(2, 2, 2, 16),
     mi_num_samples=4, update=Shape(2, 2, 2, 16), scoring_prompts=2, scoring_reasonings=8,
     scoring_reasoning_tokens=16, reps=3, warmup=1, step_reps=3, step_warmup=1, mi_reps=3, mi_warmup=1,
-    update_variants=False, prefix=Shape(2, 4, 1, 16))
+    update_variants=False, prefix=Shape(2, 4, 1, 16), floor_from_params=False, floor_reps=2, floor_repeats=2)
 """About a minute in all on the shared 2-core machine; sizes far below the paper's."""
 
 FULL = BenchSizes(
@@ -93,6 +101,8 @@ TARGETS: dict[str, tuple[str, float]] = {
     "update_time_ratio_at_half_keep": ("<=", 0.65),
     "scoring_speedup_vs_naive": (">=", 3.0),
     "update_speedup_shared_prefix": (">=", 1.0),
+    "step_over_floor_grpo": ("<=", 1.5),
+    "step_over_floor_ppo": ("<=", 1.5),
 }
 """The issue's targets for this machine (reported beside each figure, never used to tune it); the shared-prompt
 update has no issue target: 1.0 says only that it must not be slower than the plain forward."""
@@ -419,6 +429,31 @@ def _update_with_variants(ctx: BenchContext, s: BenchSizes) -> Comparison:
 
 
 # ---------------------------------------------------------------------------------------------
+# 7. a whole training step over its compute floor (ragen2.bench.floor)
+# ---------------------------------------------------------------------------------------------
+def floor_run_config(algo: str, sizes: BenchSizes, params: Path) -> RunConfig:
+    """The run ``step_over_floor_<algo>`` trains: the CPU profile's main run, or (``floor_from_params`` off) a
+    two-step run of the default config at ``floor_shape`` with every diagnostic due at least once."""
+    from ragen2.bench.floor import profile_config
+    from ragen2.config import GradAnalysisConfig
+
+    if sizes.floor_from_params:
+        return profile_config(algo, params)
+    cfg = run_config(sizes.floor_shape, algo=algo, steps=2, test_freq=2, save_freq=2)
+    return dataclasses.replace(cfg, rollout=dataclasses.replace(cfg.rollout, val_groups=2),
+                               collapse=CollapseConfig(compute_freq=2, num_samples=4),
+                               grad_analysis=GradAnalysisConfig(enabled=True, every=1, num_buckets=2))
+
+
+def bench_floor(ctx: BenchContext, algo: str, sizes: BenchSizes, params: Path, cache_dir: Path) -> Comparison:
+    from ragen2.bench.floor import bench_step_over_floor, initial_policy_built
+
+    cfg = floor_run_config(algo, sizes, params)
+    init = initial_policy_built(cfg, cache_dir) if cfg.warm_start.steps > 0 else ctx.policy_path
+    return bench_step_over_floor(cfg, init, reps=sizes.floor_reps, floor_repeats=sizes.floor_repeats)
+
+
+# ---------------------------------------------------------------------------------------------
 # All of them
 # ---------------------------------------------------------------------------------------------
 BENCHMARKS = tuple(TARGETS)
@@ -426,8 +461,9 @@ BENCHMARKS = tuple(TARGETS)
 
 
 def run_benchmarks(sizes: BenchSizes, cache_dir: Path, *, only: tuple[str, ...] = BENCHMARKS,
-                   log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Run the benchmarks named in ``only`` and return the report (see :mod:`ragen2.bench`)."""
+                   log: Callable[[str], None] = print, params: Path = Path("params.yaml")) -> dict[str, Any]:
+    """Run the benchmarks named in ``only`` and return the report (see :mod:`ragen2.bench`); ``params`` holds the
+    CPU profile the ``step_over_floor_*`` figures train (full sizes only)."""
     unknown = [name for name in only if name not in BENCHMARKS]
     if unknown:
         raise ValueError(f"unknown benchmark(s) {unknown}; known: {list(BENCHMARKS)}")
@@ -447,6 +483,8 @@ def run_benchmarks(sizes: BenchSizes, cache_dir: Path, *, only: tuple[str, ...] 
                                                           warmup=s.warmup),
         "update_speedup_shared_prefix": lambda: bench_update_shared_prefix(ctx, s.prefix, reps=s.step_reps,
                                                                            warmup=s.step_warmup),
+        "step_over_floor_grpo": lambda: bench_floor(ctx, "grpo", s, params, cache_dir),
+        "step_over_floor_ppo": lambda: bench_floor(ctx, "ppo", s, params, cache_dir),
     }
     report: dict[str, Any] = {}
     details: dict[str, Any] = {}
