@@ -7,11 +7,12 @@ protocol; :func:`make_backend` names the ones available.
 
 from __future__ import annotations
 
-import inspect
 from typing import Protocol
 
 import torch
 from transformers import GenerationConfig
+
+from ragen2.rollout.decode import decode_step
 
 
 class GenerationBackend(Protocol):
@@ -40,7 +41,8 @@ class HFBackend:
     - ``share_prefill=True`` (default): a small decode loop of its own. Identical prompts (all members
       of a group on turn 1) are prefilled once and their KV cache is copied; rows that have stopped
       leave the batch. Sampling is :func:`sample_tokens`, its random draws from a ``torch.Generator``
-      seeded with ``seed``.
+      seeded with ``seed``. Each new token is one :func:`ragen2.rollout.decode.decode_step` (a lean
+      step for the tiny Llama on CPU, with the same logits as the model's forward).
     - ``share_prefill=False``: ``model.generate`` with the torch RNG seeded from ``seed`` inside a
       forked RNG state (the caller's global RNG is untouched).
 
@@ -63,7 +65,6 @@ class HFBackend:
         self.stop_ids = stop_token_ids(tokenizer)
         self.max_batch_size = max_batch_size
         self.share_prefill = share_prefill
-        self._cache_kwarg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
     def generate(self, prompts_ids: list[list[int]], max_new_tokens: int, temperature: float, seed: int,
                  *, greedy: bool = False) -> list[list[int]]:
@@ -122,10 +123,8 @@ class HFBackend:
         with torch.inference_mode():
             out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                              use_cache=True, logits_to_keep=1)
-            cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
             rows = torch.tensor(row_to_unique, device=device)
-            if len(unique) != len(prompts_ids):
-                cache.batch_select_indices(rows)
+            step_logits = decode_step(self.model, out, rows, input_ids.shape[1], max_new_tokens)
             logits = out.logits[rows, -1, :]
             attention_mask = attention_mask[rows]
             next_position = position_ids[rows, -1] + 1
@@ -142,14 +141,11 @@ class HFBackend:
                     break
                 if not bool(going.all()):
                     keep = going.nonzero().squeeze(1)
-                    cache.batch_select_indices(keep)
+                    step_logits.keep(keep)
                     tokens, live = tokens[keep], live[keep]
                     attention_mask, next_position = attention_mask[keep], next_position[keep]
                 attention_mask = torch.cat([attention_mask, attention_mask.new_ones((len(live), 1))], dim=1)
-                out = self.model(input_ids=tokens[:, None], attention_mask=attention_mask,
-                                 position_ids=next_position[:, None], use_cache=True,
-                                 **{self._cache_kwarg: cache})
-                logits = out.logits[:, -1, :]
+                logits = step_logits(tokens, attention_mask, next_position)
                 next_position = next_position + 1
         return [self._cut_at_stop(t) for t in outputs]
 
