@@ -376,7 +376,7 @@ def bench_update_shared_prefix(ctx: BenchContext, shape: Shape, *, reps: int, wa
     One rollout batch of the CPU profile's trainer (PPO, critic, mini-batch 32, micro-batch 16), every group
     kept, prepared once; both variants update from the same state in turn (each repetition moves the
     models, as a training step does). ``max_abs_diff`` in the details is the largest difference of the
-    log-probs the two forwards give on the first micro-batch (they must agree).
+    log-probs the two forwards give at the trained tokens of the first micro-batch (they must agree).
     """
     from ragen2.trainer.actor import forward_logprobs, update_actor
     from ragen2.trainer.critic import update_critic
@@ -412,9 +412,10 @@ def bench_update_shared_prefix(ctx: BenchContext, shape: Shape, *, reps: int, wa
     comparison.extra.update(
         shape=shape_dict(shape), algo=tc.algo, rows=len(batch), micro_batch_size=micro,
         prompt_tokens_mean=float(np.mean(prompt_tokens)), row_tokens_mean=float(batch.attention_mask.sum(1).float().mean()),
-        max_abs_diff=float((plain - shared).abs().max().detach()),
+        max_abs_diff=float(((plain - shared) * first.loss_mask).abs().max().detach()),
         baseline_name="update_critic + update_actor, every row's prompt run per row",
-        candidate_name="update_critic + update_actor, each distinct prompt run once per micro-batch (ragen2.trainer.prefix)")
+        candidate_name="update_critic + update_actor, the ragged forward: each distinct prompt once per micro-batch, "
+                       "each row up to its last trained token (ragen2.trainer.prefix)")
     return comparison
 
 
