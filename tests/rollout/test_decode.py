@@ -117,3 +117,29 @@ def test_backend_samples_the_same_tokens_with_either_step(monkeypatch):
     plain = [backend.generate(prompts, 20, 1.0, seed=s) for s in range(4)]
     assert lean == plain
     assert any(len(x) < 20 for out in plain for x in out)  # some rows stopped early: the cache was cut down
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.6])
+def test_sampling_logprobs_are_the_models_logprobs_of_what_was_sampled(temperature):
+    model = llama(hidden=64, vocab=16)  # a small vocabulary: the stop token comes up
+    backend = HFBackend(model, Tokenizer())
+    g = torch.Generator().manual_seed(5)
+    prompts = [torch.randint(4, 16, (n,), generator=g).tolist() for n in (6, 9, 6)]
+    prompts = [prompts[0], prompts[1], prompts[0], prompts[2]] * 2
+    samples = backend.sample(prompts, 25, temperature, seed=1)
+    assert [s.tokens for s in samples] == backend.generate(prompts, 25, temperature, seed=1)
+    assert any(s.stop == STOP for s in samples) and any(s.stop is None for s in samples)
+    for prompt, s in zip(prompts, samples):
+        sampled = s.tokens + ([s.stop] if s.stop is not None else [])
+        assert len(s.logprobs) == len(s.entropies) == 1 + len(sampled) and s.temperature == temperature
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([prompt + sampled])).logits[0].float() / temperature
+        lsm = torch.log_softmax(logits, dim=-1)
+        positions = range(len(prompt) - 2, len(prompt) + len(sampled) - 1)
+        expected = [float(lsm[p, t]) for p, t in zip(positions, [prompt[-1], *sampled])]
+        entropy = [float(-(lsm[p].exp() * lsm[p]).sum()) for p in positions]
+        assert s.logprobs == pytest.approx(expected, abs=1e-5)
+        assert s.entropies == pytest.approx(entropy, abs=1e-5)
+    assert all(s.logprobs is None for s in backend.sample(prompts, 10, 1.0, seed=1, greedy=True))
+    assert all(s.logprobs is None for s in HFBackend(model, Tokenizer(), share_prefill=False).sample(
+        prompts, 10, 1.0, seed=1))
