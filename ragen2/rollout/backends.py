@@ -145,10 +145,11 @@ class HFBackend:
         position_ids = (attention_mask.cumsum(-1) - 1).clamp_min(0)
         generator = torch.Generator(device=device).manual_seed(seed % (2**63))
         stop_ids = torch.tensor(self.stop_ids, device=device)
-        outputs: list[list[int]] = [[] for _ in prompts_ids]
         scored = not greedy and head_on_hidden(self.model) and min(len(p) for p in prompts_ids) > 1
-        logprobs: list[list[float]] = [[] for _ in prompts_ids]
-        entropies: list[list[float]] = [[] for _ in prompts_ids]
+        rows_total = len(prompts_ids)
+        # row r's token of step t in sampled[r, t] (-1 once it stopped); its scores in column t + 1 of scores
+        sampled = torch.full((rows_total, max_new_tokens), -1, dtype=torch.long, device=device)
+        scores = torch.zeros((2, rows_total, max_new_tokens + 1), dtype=torch.float32, device=device)
         with torch.inference_mode():
             out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                              use_cache=True, logits_to_keep=1, output_hidden_states=scored)
@@ -156,26 +157,19 @@ class HFBackend:
             step_logits = decode_step(self.model, out, rows, input_ids.shape[1], max_new_tokens)
             if scored:  # the prompt's last token, predicted by the position before it
                 before_last = self.model.get_output_embeddings()(out.hidden_states[-1][:, -2])
-                lp, ent = _scores(before_last, input_ids[:, -1], temperature)
-                for row, u in enumerate(row_to_unique):
-                    logprobs[row].append(lp[u])
-                    entropies[row].append(ent[u])
+                scores[:, :, 0] = _scores(before_last, input_ids[:, -1], temperature)[:, rows]
             logits = out.logits[rows, -1, :]
             attention_mask = attention_mask[rows]
             next_position = position_ids[rows, -1] + 1
-            live = torch.arange(len(prompts_ids), device=device)  # original row of each batch row
+            live = torch.arange(rows_total, device=device)  # original row of each batch row
             for step in range(max_new_tokens):
                 if greedy:
                     tokens = logits.argmax(dim=-1)
                 else:
                     tokens = sample_tokens(logits, temperature, generator)
-                for row, token in zip(live.tolist(), tokens.tolist()):
-                    outputs[row].append(token)
+                sampled[live, step] = tokens
                 if scored:
-                    lp, ent = _scores(logits, tokens, temperature)
-                    for row, a, b in zip(live.tolist(), lp, ent):
-                        logprobs[row].append(a)
-                        entropies[row].append(b)
+                    scores[:, live, step + 1] = _scores(logits, tokens, temperature)
                 going = ~torch.isin(tokens, stop_ids)
                 if step == max_new_tokens - 1 or not bool(going.any()):
                     break
@@ -187,21 +181,21 @@ class HFBackend:
                 attention_mask = torch.cat([attention_mask, attention_mask.new_ones((len(live), 1))], dim=1)
                 logits = step_logits(tokens, attention_mask, next_position)
                 next_position = next_position + 1
-        generations = [self._cut_at_stop(t) for t in outputs]
+        generations = [self._cut_at_stop([t for t in row if t >= 0]) for row in sampled.tolist()]
         if scored:
-            for g, lp, ent in zip(generations, logprobs, entropies):
+            for g, lp, ent in zip(generations, *scores.tolist()):
                 kept = 1 + len(g.tokens) + (g.stop is not None)  # the prompt's last token, the tokens, the stop
                 g.logprobs, g.entropies, g.temperature = lp[:kept], ent[:kept], float(temperature)
         return generations
 
 
-def _scores(logits: torch.Tensor, tokens: torch.Tensor, temperature: float) -> tuple[list[float], list[float]]:
-    """The log-prob of ``tokens`` and the entropy under ``softmax(logits / temperature)``, row by row, computed as the
-    trainer computes them (:func:`ragen2.trainer.losses.token_logprobs_and_entropy`)."""
+def _scores(logits: torch.Tensor, tokens: torch.Tensor, temperature: float) -> torch.Tensor:
+    """``[2, B]``: the log-prob of ``tokens`` and the entropy under ``softmax(logits / temperature)``, row by row,
+    computed as the trainer computes them (:func:`ragen2.trainer.losses.token_logprobs_and_entropy`)."""
     logits = logits.float()
     lsm = torch.log_softmax(logits / temperature if temperature != 1.0 else logits, dim=-1)
     logp = lsm.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
-    return logp.tolist(), (-(lsm.exp() * lsm).sum(-1)).tolist()
+    return torch.stack([logp, -(lsm.exp() * lsm).sum(-1)])
 
 
 def sample_tokens(logits: torch.Tensor, temperature: float, generator: torch.Generator) -> torch.Tensor:

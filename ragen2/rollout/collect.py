@@ -163,16 +163,19 @@ def _sample(backend: GenerationBackend, prompts: list[list[int]], max_new_tokens
 
 def _prompts(tokenizer, system: str, user_texts: list[list[str]], responses: list[list[str]],
              max_tokens: int) -> list[tuple[str, list[int]]]:
-    """Generation prompts (text, ids) of several trajectories, tokenised in one batch, capped."""
-    conversations = [conversation(system, u, r) for u, r in zip(user_texts, responses)]
+    """Generation prompts (text, ids) of several trajectories, capped; each distinct conversation is rendered and
+    tokenised once (on turn 1 a group's members share theirs), in one batch."""
+    keys = [(tuple(u), tuple(r)) for u, r in zip(user_texts, responses)]
+    distinct = list(dict.fromkeys(keys))
+    conversations = [conversation(system, list(u), list(r)) for u, r in distinct]
     texts = [render(tokenizer, messages, generation=True) for messages in conversations]
     all_ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
-    out = []
-    for messages, text, ids in zip(conversations, texts, all_ids):
+    out = {}
+    for key, messages, text, ids in zip(distinct, conversations, texts, all_ids):
         if len(ids) > max_tokens:
             _, text, ids = fit_context(tokenizer, messages, max_tokens, generation=True, ids=ids)
-        out.append((text, list(ids)))
-    return out
+        out[key] = (text, list(ids))
+    return [(out[key][0], list(out[key][1])) for key in keys]
 
 
 def _finish_turn(traj: _Live, turn: int, tokenizer, system: str, generation: Generation, limits: AgentLimits,
