@@ -18,13 +18,7 @@ from typing import Any
 import numpy as np
 
 from ragen2.bench.baseline import generate_loop
-from ragen2.bench.steps import (
-    Ragen2Stepper,
-    TrlStepSettings,
-    run_trl_interleaved,
-    trl_summary,
-    with_response_reasoning,
-)
+from ragen2.bench.steps import Ragen2Stepper, with_response_reasoning
 from ragen2.bench.timing import Comparison, Sample, interleave, load_average, machine_info, timed
 from ragen2.config import CollapseConfig, EnvConfig, PolicyConfig, RolloutConfig, RunConfig, WarmStartConfig
 from ragen2.filter import FilterConfig
@@ -48,8 +42,6 @@ class BenchSizes:
     """How big each benchmark is and how often it repeats."""
 
     rollout: Shape
-    grpo: Shape
-    grpo_micro_batch: int
     mi: Shape
     """The MI pass and the CPU-default training step it is compared with."""
     mi_num_samples: int
@@ -60,7 +52,7 @@ class BenchSizes:
     reps: int
     warmup: int
     step_reps: int
-    """Repetitions of the benchmarks that run training steps or updates (grpo, update)."""
+    """Repetitions of the benchmarks that run training steps or updates (the TRL comparison, update)."""
     step_warmup: int
     mi_reps: int
     """Repetitions of the MI benchmark (each one a CPU-default training step plus an MI pass)."""
@@ -70,10 +62,11 @@ class BenchSizes:
     prefix: Shape = Shape(8, 8, 1, 26)
     """The shared-prompt update benchmark: the CPU profile's rollout shape (single turn, 8 x 8) with responses
     of 26 tokens, the mean response length of its runs (the random policy always writes ``max_new_tokens``)."""
-    floor_from_params: bool = True
-    """``step_over_floor_*``: the CPU profile's main runs from the params file (warm start and all); False: a
-    two-step run of the default config at :attr:`floor_shape` without a warm start (plumbing only)."""
-    floor_shape: Shape = Shape(2, 4, 1, 16)
+    profile_from_params: bool = True
+    """``step_over_floor_*`` and ``grpo_step_speedup_vs_trl_native``: the CPU profile's main runs from the params
+    file (warm start and all); False: a two-step run of the default config at :attr:`profile_shape` without a warm
+    start (plumbing only)."""
+    profile_shape: Shape = Shape(2, 4, 1, 16)
     floor_reps: int = 3
     """Whole runs per ``step_over_floor_*`` figure (each next to a floor)."""
     floor_repeats: int = 5
@@ -81,14 +74,14 @@ class BenchSizes:
 
 
 QUICK = BenchSizes(
-    rollout=Shape(2, 4, 2, 16), grpo=Shape(2, 2, 2, 16), grpo_micro_batch=4, mi=Shape(2, 2, 2, 16),
+    rollout=Shape(2, 4, 2, 16), mi=Shape(2, 2, 2, 16),
     mi_num_samples=4, update=Shape(2, 2, 2, 16), scoring_prompts=2, scoring_reasonings=8,
     scoring_reasoning_tokens=16, reps=3, warmup=1, step_reps=3, step_warmup=1, mi_reps=3, mi_warmup=1,
-    update_variants=False, prefix=Shape(2, 4, 1, 16), floor_from_params=False, floor_reps=2, floor_repeats=2)
+    update_variants=False, prefix=Shape(2, 4, 1, 16), profile_from_params=False, floor_reps=2, floor_repeats=2)
 """About a minute in all on the shared 2-core machine; sizes far below the paper's."""
 
 FULL = BenchSizes(
-    rollout=Shape(4, 8, 3, 24), grpo=Shape(4, 4, 3, 24), grpo_micro_batch=8, mi=Shape(8, 16, 0, 16),
+    rollout=Shape(4, 8, 3, 24), mi=Shape(8, 16, 0, 16),
     mi_num_samples=64, update=Shape(4, 4, 3, 24), scoring_prompts=8, scoring_reasonings=32,
     scoring_reasoning_tokens=24, reps=3, warmup=1, step_reps=3, step_warmup=1, mi_reps=2, mi_warmup=1,
     update_variants=True)
@@ -96,7 +89,7 @@ FULL = BenchSizes(
 
 TARGETS: dict[str, tuple[str, float]] = {
     "rollout_speedup_vs_generate": (">=", 0.9),
-    "grpo_step_speedup_vs_trl": (">=", 2.0),
+    "grpo_step_speedup_vs_trl_native": (">=", 2.0),
     "mi_cost_fraction_of_step": ("<=", 0.25),
     "update_time_ratio_at_half_keep": ("<=", 0.65),
     "scoring_speedup_vs_naive": (">=", 3.0),
@@ -188,38 +181,15 @@ def bench_rollout(ctx: BenchContext, shape: Shape, *, reps: int, warmup: int) ->
 
 
 # ---------------------------------------------------------------------------------------------
-# 2. GRPO step: ragen2 against TRL's GRPOTrainer (same rollout adapter)
+# 2. GRPO step: ragen2 against TRL's GRPOTrainer with its own generation (ragen2.bench.trl_native)
 # ---------------------------------------------------------------------------------------------
-def bench_grpo_step(ctx: BenchContext, shape: Shape, micro_batch: int, *, reps: int, warmup: int) -> Comparison:
-    """A TRL GRPO step's seconds over a ragen2 GRPO step's seconds (rollout + update each)."""
-    rows = shape.groups * shape.group_size
-    cfg = run_config(shape, algo="grpo", mini_batch_size=rows, micro_batch_size=micro_batch, kl_coef=0.0)
-    cfg = dataclasses.replace(cfg, filter=FilterConfig(strategy="none", loss_scaling="none"))
-    stepper = Ragen2Stepper(cfg, ctx.policy_path)
-    phases: list[tuple[float, float]] = []
+def bench_grpo_native(ctx: BenchContext, sizes: BenchSizes, params: Path, cache_dir: Path) -> Comparison:
+    from ragen2.bench.floor import initial_policy_built
+    from ragen2.bench.trl_native import bench_grpo_step_vs_trl_native
 
-    def ragen2_step() -> float:
-        times = stepper.step()
-        phases.append((times.rollout_s, times.update_s))
-        return times.total_s
-
-    settings = TrlStepSettings(env_name=ENV_NAME, prompts_per_step=shape.groups, group_size=shape.group_size,
-                               max_turns=shape.max_turns, max_new_tokens=shape.max_new_tokens,
-                               micro_batch_size=micro_batch, max_context_tokens=cfg.rollout.max_context_tokens,
-                               learning_rate=cfg.trainer.actor_lr)
-    trl_s, ragen2_s = run_trl_interleaved(ctx.policy_path, settings, ragen2_step, reps=reps, warmup=warmup)
-    comparison = Comparison("speedup")
-    for base, cand in zip(trl_s, ragen2_s):
-        comparison.add(Sample(base), Sample(cand))
-    timed_phases = phases[warmup:]
-    comparison.extra.update(
-        shape=shape_dict(shape), micro_batch_size=micro_batch, trl=trl_summary(settings),
-        baseline_name="trl GRPOTrainer step (SNRFilterGRPOTrainer, filter off, ragen2 rollout_func)",
-        candidate_name="ragen2 GRPO step (collect_rollouts + prepare_update_batch + update_actor)",
-        trl_step_s=float(np.median(trl_s)), ragen2_step_s=float(np.median(ragen2_s)),
-        ragen2_rollout_s=float(np.median([p[0] for p in timed_phases])),
-        ragen2_update_s=float(np.median([p[1] for p in timed_phases])))
-    return comparison
+    cfg = profile_run_config("grpo", sizes, params)
+    init = initial_policy_built(cfg, cache_dir) if cfg.warm_start.steps > 0 else ctx.policy_path
+    return bench_grpo_step_vs_trl_native(cfg, init, reps=sizes.step_reps, warmup=sizes.step_warmup)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -432,15 +402,15 @@ def _update_with_variants(ctx: BenchContext, s: BenchSizes) -> Comparison:
 # ---------------------------------------------------------------------------------------------
 # 7. a whole training step over its compute floor (ragen2.bench.floor)
 # ---------------------------------------------------------------------------------------------
-def floor_run_config(algo: str, sizes: BenchSizes, params: Path) -> RunConfig:
-    """The run ``step_over_floor_<algo>`` trains: the CPU profile's main run, or (``floor_from_params`` off) a
-    two-step run of the default config at ``floor_shape`` with every diagnostic due at least once."""
+def profile_run_config(algo: str, sizes: BenchSizes, params: Path) -> RunConfig:
+    """The CPU profile's main ``algo`` run (``step_over_floor_<algo>`` trains it), or (``profile_from_params`` off)
+    a two-step run of the default config at ``profile_shape`` with every diagnostic due at least once."""
     from ragen2.bench.floor import profile_config
     from ragen2.config import GradAnalysisConfig
 
-    if sizes.floor_from_params:
+    if sizes.profile_from_params:
         return profile_config(algo, params)
-    cfg = run_config(sizes.floor_shape, algo=algo, steps=2, test_freq=2, save_freq=2)
+    cfg = run_config(sizes.profile_shape, algo=algo, steps=2, test_freq=2, save_freq=2)
     return dataclasses.replace(cfg, rollout=dataclasses.replace(cfg.rollout, val_groups=2),
                                collapse=CollapseConfig(compute_freq=2, num_samples=4),
                                grad_analysis=GradAnalysisConfig(enabled=True, every=1, num_buckets=2))
@@ -449,7 +419,7 @@ def floor_run_config(algo: str, sizes: BenchSizes, params: Path) -> RunConfig:
 def bench_floor(ctx: BenchContext, algo: str, sizes: BenchSizes, params: Path, cache_dir: Path) -> Comparison:
     from ragen2.bench.floor import bench_step_over_floor, initial_policy_built
 
-    cfg = floor_run_config(algo, sizes, params)
+    cfg = profile_run_config(algo, sizes, params)
     init = initial_policy_built(cfg, cache_dir) if cfg.warm_start.steps > 0 else ctx.policy_path
     return bench_step_over_floor(cfg, init, reps=sizes.floor_reps, floor_repeats=sizes.floor_repeats)
 
@@ -474,8 +444,7 @@ def run_benchmarks(sizes: BenchSizes, cache_dir: Path, *, only: tuple[str, ...] 
     s = sizes
     runners: dict[str, Callable[[], Comparison]] = {
         "rollout_speedup_vs_generate": lambda: bench_rollout(ctx, s.rollout, reps=s.reps, warmup=s.warmup),
-        "grpo_step_speedup_vs_trl": lambda: bench_grpo_step(ctx, s.grpo, s.grpo_micro_batch, reps=s.step_reps,
-                                                            warmup=s.step_warmup),
+        "grpo_step_speedup_vs_trl_native": lambda: bench_grpo_native(ctx, s, params, cache_dir),
         "mi_cost_fraction_of_step": lambda: bench_mi_fraction(ctx, s.mi, s.mi_num_samples, reps=s.mi_reps,
                                                               warmup=s.mi_warmup),
         "update_time_ratio_at_half_keep": lambda: _update_with_variants(ctx, s),

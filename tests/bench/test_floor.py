@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ragen2.bench.cases import QUICK, floor_run_config, make_context
+from ragen2.bench.cases import QUICK, make_context, profile_run_config
 from ragen2.bench.floor import (
     StepFloor,
     bench_step_over_floor,
@@ -61,7 +61,7 @@ def test_profile_config_refuses_another_profile(tmp_path):
 
 @pytest.mark.parametrize("algo", ["grpo", "ppo"])
 def test_step_over_floor_times_a_whole_run_against_its_floor(ctx, algo, one_torch_thread):
-    cfg = floor_run_config(algo, QUICK, params=None)
+    cfg = profile_run_config(algo, QUICK, params=None)
     floor = StepFloor(cfg, ctx.policy_path)
     assert (floor.models.critic is not None) == (algo == "ppo")
     times = floor.time()
