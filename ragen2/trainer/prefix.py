@@ -7,7 +7,8 @@ states at the positions a caller wants (the trained tokens) and runs:
 
 1. the columns before the first wanted one (the untrained prompt every row has) once per distinct prefix,
    with a KV cache gathered to the rows that have it (an index, so the gradients of every row flow back into
-   the shared pass);
+   the shared pass); or, when that computes more tokens, the prefix all rows have in common once (SFT rows
+   share only the system message);
 2. the rest in a few column *segments*: each segment runs only the rows that still have a wanted position in
    or after it, on top of the cache of the columns before it (cut to those rows). The segment bounds minimise
    the rows x columns computed plus :data:`SEGMENT_COST` per segment (the cost of one more forward call).
@@ -126,6 +127,10 @@ def ragged_forward(body: nn.Module, input_ids: torch.Tensor, attention_mask: tor
     cache = None
     if start > 0:
         prefixes, owner = torch.unique(ids[:, :start], dim=0, return_inverse=True)
+        common = int((ids[:, :start] == ids[:1, :start]).all(dim=0).long().cumprod(dim=0).sum())
+        if common + len(ids) * (start - common) < len(prefixes) * start:  # the rows' common prefix is cheaper
+            prefixes, owner, start = ids[:1, :common], torch.zeros_like(owner), common
+    if start > 0:
         cache = _cache_of(body(input_ids=prefixes, use_cache=True))
         if cache is None or not hasattr(cache, "batch_select_indices"):
             return None

@@ -134,3 +134,23 @@ def test_critic_values_and_gradients_match_the_plain_forward():
     assert torch.allclose(v0, v1, atol=1e-5)
     for a, b in zip(g0, g1, strict=True):
         assert torch.allclose(a, b, atol=1e-5)
+
+
+def test_rows_without_shared_prompts_share_their_common_prefix_once():
+    """SFT rows: every prompt differs (the observation) but all start with the same system message."""
+    model = tiny_lm()
+    trajs = trajectories([[1.0]] * 6, seed=7)
+    for t in trajs:
+        t.input_ids[:3] = [5, 6, 7 + t.group]  # a common 2-token head, then a token of its own
+    batch = build_batch(trajs, pad_id=0)
+    wanted = F.pad(batch.loss_mask > 0, (0, 1))
+    shapes = []
+    hook = model.model.register_forward_pre_hook(
+        lambda module, args, kwargs: shapes.append(tuple(kwargs["input_ids"].shape)), with_kwargs=True)
+    try:
+        out = ragged_forward(model.base_model, batch.input_ids, batch.attention_mask, wanted)
+    finally:
+        hook.remove()
+    assert len({tuple(t.input_ids[:3]) for t in trajs}) == 6 and shapes[0] == (1, 2)
+    full = model.base_model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state
+    assert torch.allclose(out.hidden, full[out.rows, out.cols], atol=1e-5)
