@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from transformers import DynamicCache
 
-from ragen2.trainer.prefix import cache_kwarg
+from ragen2.trainer.prefix import cache_kwarg, head_on_hidden
 
 TokenSeq = Sequence[int] | str
 
@@ -157,11 +157,16 @@ class PairScorer:
             lengths = torch.tensor([len(x) for x, _ in pairs], device=device)
             positions = lengths[:, None] + torch.arange(width - 1, device=device)[None, :]
             attention = torch.cat([prompt_real, real[:, :-1]], dim=1).long()
-            logits = self.model(input_ids=tokens[:, :-1], attention_mask=attention, position_ids=positions,
-                                use_cache=True, **{cache_kwarg(type(self.model)) or "cache": cache}).logits
-            wanted = real[:, 1:]  # z_1 .. z_{T-1}, the log-softmax only where a reasoning has a token
+            kwargs = dict(input_ids=tokens[:, :-1], attention_mask=attention, position_ids=positions, use_cache=True,
+                          **{cache_kwarg(type(self.model)) or "cache": cache})
+            wanted = real[:, 1:]  # z_1 .. z_{T-1}: the head and the log-softmax only where a reasoning has a token
+            if head_on_hidden(self.model):
+                hidden = self.model.base_model(**kwargs).last_hidden_state[wanted]
+                logits = self.model.get_output_embeddings()(hidden)
+            else:
+                logits = self.model(**kwargs).logits[wanted]
             step = torch.zeros(wanted.shape, dtype=torch.float32, device=device)
-            step[wanted] = _token_logprobs(logits[wanted], tokens[:, 1:][wanted], self.temperature)
+            step[wanted] = _token_logprobs(logits, tokens[:, 1:][wanted], self.temperature)
             total = total + step.sum(dim=1).double()
         for pair, value in zip(pairs, total.cpu().tolist()):
             self.scores[pair] = value

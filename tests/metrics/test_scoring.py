@@ -59,7 +59,7 @@ def test_each_prompt_is_encoded_once(tiny_model):
     prompts = _random_ids(rng, [30, 31, 32])
     reasonings = _random_ids(rng, [4] * 10)
     widths = []
-    hook = tiny_model.register_forward_pre_hook(
+    hook = tiny_model.model.register_forward_pre_hook(
         lambda module, args, kwargs: widths.append(kwargs["input_ids"].shape), with_kwargs=True)
     try:
         cross_logprobs(tiny_model, None, prompts, reasonings, batch_size=4)
@@ -76,7 +76,7 @@ def test_a_shared_scorer_scores_each_pair_once_across_calls(tiny_model):
     z1, z2, z3 = _random_ids(rng, [5, 3, 7])
     scorer = PairScorer(tiny_model, batch_size=64)
     widths = []
-    hook = tiny_model.register_forward_pre_hook(
+    hook = tiny_model.model.register_forward_pre_hook(
         lambda module, args, kwargs: widths.append(tuple(kwargs["input_ids"].shape)), with_kwargs=True)
     try:
         first, _ = scorer([a, b], [z1, z2, z1])
@@ -98,7 +98,7 @@ def test_repeated_prompts_are_scored_once_with_identical_columns(tiny_model):
     prompts = [a, b, a, a, b]
     reasonings = _random_ids(rng, [3, 6, 2, 9])
     widths = []
-    hook = tiny_model.register_forward_pre_hook(
+    hook = tiny_model.model.register_forward_pre_hook(
         lambda module, args, kwargs: widths.append(kwargs["input_ids"].shape), with_kwargs=True)
     try:
         fast, _ = cross_logprobs(tiny_model, None, prompts, reasonings, batch_size=4)
