@@ -119,7 +119,7 @@ def example_config(args: argparse.Namespace) -> RunConfig:
                       warm_start=replace(cfg.warm_start, env_kwargs=corpus))
     limits = {k: v for k, v in (("max_turns", args.max_turns), ("max_new_tokens", args.max_new_tokens))
               if v is not None}
-    return replace(cfg, seed=args.seed, rollout=replace(cfg.rollout, **limits)) if limits else replace(cfg, seed=args.seed)
+    return replace(cfg, seed=args.seed, rollout=replace(cfg.rollout, **limits))
 
 
 def quick_config(cfg: RunConfig, steps: int) -> RunConfig:

@@ -240,22 +240,28 @@ def _prompts(driver) -> list[str]:
 
 
 def run_all_cells(driver) -> None:
-    """Run > Run All Cells, through the menu bar."""
+    """Run > Run All Cells, through the menu bar, with the notebook focused (the item acts on the current
+    widget, and is disabled until the notebook and its kernel are ready)."""
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
 
+    driver.find_element(By.CSS_SELECTOR, ".jp-NotebookPanel .jp-Cell").click()
+    driver.find_element(By.TAG_NAME, "body").send_keys(Keys.ESCAPE)  # command mode, no menu left open
     menus = driver.find_elements(By.CSS_SELECTOR, "#jp-menu-panel .lm-MenuBar-item")
     run_menu = next((m for m in menus if m.text.strip() == "Run"), None)
     if run_menu is None:
         raise CheckError(f"no Run menu in the menu bar ({[m.text for m in menus]})")
     run_menu.click()
+
     # JupyterLab 4's Run menu lists "Run All Cells" as the command runmenu:run-all (notebook:run-all-cells
     # in other builds); the label is what a person clicks.
-    def item():
+    def enabled_item():
         return [i for i in driver.find_elements(By.CSS_SELECTOR, ".lm-Menu-item")
                 if i.get_attribute("data-command") in ("runmenu:run-all", "notebook:run-all-cells")
-                and i.text.strip().startswith("Run All Cells")]
+                and i.text.strip().startswith("Run All Cells")
+                and "lm-mod-disabled" not in (i.get_attribute("class") or "")]
 
-    _wait("Run All Cells in the Run menu", item, 10)[0].click()
+    _wait("an enabled Run All Cells in the Run menu", enabled_item, 20)[0].click()
 
 
 def read_outputs(driver, report: Report) -> None:
@@ -283,7 +289,8 @@ def check(notebook: Path, *, root: Path | None = None, params: dict[str, object]
         timeout_s: the most time the cells may take, from Run All Cells to an idle kernel.
         screenshot: save a PNG of the page here (the first slider scrolled into view).
         slider_wait_s: how long to wait for a slider to render once the cells have run.
-        keep: copy the server's log (``jupyterlab.log``) into this folder.
+        keep: copy the server's log (``jupyterlab.log``) into this folder (and ``failure.png``, the page,
+            when the check could not finish).
 
     Raises:
         CheckError: the browser, the server or the page could not be brought up.
@@ -308,9 +315,19 @@ def check(notebook: Path, *, root: Path | None = None, params: dict[str, object]
                     _wait("the notebook to load", lambda: driver.find_elements(By.CSS_SELECTOR,
                                                                                ".jp-NotebookPanel .jp-CodeCell"), 120)
                     _wait("the kernel to start", lab.kernels_idle, 120)
-                    run_all_cells(driver)
-                    _wait("the cells to start", lambda: any(p == "[*]:" for p in _prompts(driver))
-                          or not lab.kernels_idle(), 30, every_s=0.2)
+                    def started() -> bool:  # a cell pending or run, or the kernel busy
+                        prompts = _prompts(driver)
+                        return (any(p == "[*]:" or re.fullmatch(r"\[\d+\]:", p) for p in prompts)
+                                or not lab.kernels_idle())
+
+                    for attempt in range(2):  # a click lost while the page settles is clicked again
+                        run_all_cells(driver)
+                        try:
+                            _wait("the cells to start after Run All Cells", started, 20, every_s=0.2)
+                            break
+                        except CheckError:
+                            if attempt:
+                                raise
 
                     def finished() -> bool:
                         # Idle twice in a row with no cell pending: a later cell may be queued between two.
@@ -332,6 +349,9 @@ def check(notebook: Path, *, root: Path | None = None, params: dict[str, object]
                         driver.save_screenshot(str(screenshot))
                         report.screenshot = str(screenshot)
                 except CheckError as err:
+                    if keep is not None:
+                        Path(keep).mkdir(parents=True, exist_ok=True)
+                        driver.save_screenshot(str(Path(keep) / "failure.png"))
                     raise CheckError(f"{err}\n--- jupyter lab log (end) ---\n{lab.log_tail()}") from None
                 finally:
                     driver.quit()
