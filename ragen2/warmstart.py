@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from ragen2 import envs
 from ragen2.config import EnvConfig, RunConfig, to_dict
 from ragen2.policy import load_policy, resolve_policy
+from ragen2.quiet import quiet_unless_terminal
 from ragen2.rollout.collect import collect_rollouts
 from ragen2.rollout.expert import TEMPLATE_THINKS, ExpertEpisode, expert_episode, is_template
 from ragen2.rollout.prompt import resolve_limits
@@ -218,8 +219,9 @@ def warm_start(cfg: RunConfig, out_dir: Path, *, base_policy: Path) -> Path:
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-", dir=out_dir.parent))
     try:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
+        with quiet_unless_terminal():
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
         (tmp / "warm_start.json").write_text(json.dumps(report, indent=2) + "\n")
         if out_dir.exists():
             shutil.rmtree(out_dir)

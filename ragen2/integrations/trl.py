@@ -65,10 +65,11 @@ from ragen2.filter import FilterConfig, FilterOutcome, apply_filter, keep_rate_s
 from ragen2.integrations.trl_env import env_reward_func, make_env_dataset, make_env_rollout_func
 from ragen2.metrics import CollapseMonitor, cross_logprobs, mi_proxies
 from ragen2.metrics.collapse import CollapsePairs
+from ragen2.metrics.mi import WARN_MIN_PEAK, WARN_NOISE_SIGMAS
 from ragen2.rollout.parse import TAG_STRINGS
 
 __all__ = ["SNRFilterConfig", "SNRFilterGRPOTrainer", "FilterStep", "RowPlan", "plan_local_rows",
-           "select_rows", "filter_generation_batch", "reasoning_text", "sample_mi_pairs",
+           "select_rows", "filter_generation_batch", "reasoning_text", "opening_length", "sample_mi_pairs",
            "make_env_rollout_func", "make_env_dataset", "env_reward_func"]
 
 _NOT_ROW_ALIGNED = ("pixel_values", "image_grid_thw", "pixel_attention_mask", "spatial_shapes", "image_sizes",
@@ -98,6 +99,14 @@ class SNRFilterConfig:
     """Epsilon of the MI z-scores."""
     mi_ema_decay: float = 0.9
     """Decay of the marginal-std EMA (``mi/marginal_std_ema``, ``mi/mi_zscore_ema``)."""
+    mi_warn_drop: float = 0.5
+    """Warn (:class:`ragen2.metrics.CollapseWarning`, ``mi/collapse_alarm``) when ``mi/mi_zscore_ema``
+    falls this fraction below its running peak."""
+    mi_warn_min_peak: float = WARN_MIN_PEAK
+    """... but only once that peak has reached this z-score (below it the z-score is noise around 0)."""
+    mi_warn_noise_sigmas: float = WARN_NOISE_SIGMAS
+    """... and only when the peak clears 0, and the fall exceeds the estimator's noise, by this many
+    standard errors (clustered by prompt; 0 = off)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.filter, FilterConfig):
@@ -110,6 +119,12 @@ class SNRFilterConfig:
                 raise ValueError(f"SNRFilterConfig.{name} must be >= 1, got {getattr(self, name)!r}")
         if not 0 <= self.mi_ema_decay < 1:
             raise ValueError(f"SNRFilterConfig.mi_ema_decay must be in [0, 1), got {self.mi_ema_decay!r}")
+        if not 0 < self.mi_warn_drop <= 1:
+            raise ValueError(f"SNRFilterConfig.mi_warn_drop must be in (0, 1], got {self.mi_warn_drop!r}")
+        for name in ("mi_warn_min_peak", "mi_warn_noise_sigmas"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                raise ValueError(f"SNRFilterConfig.{name} must be a finite number >= 0, got {value!r}")
 
     @property
     def filter_config(self) -> FilterConfig:
@@ -236,6 +251,19 @@ def reasoning_text(completion: str) -> str:
     return text.strip()
 
 
+def opening_length(tokenizer, segment: Sequence[int]) -> int:
+    """How many leading tokens of a completion segment precede its reasoning: those through the opening
+    ``<think>`` when the segment opens one before any ``</think>``, else 0 (the prompt opened the tag,
+    or there is none)."""
+    text = tokenizer.decode(list(segment), skip_special_tokens=True)
+    if "<think>" not in text.partition("</think>")[0]:
+        return 0
+    for k in range(1, len(segment) + 1):
+        if "<think>" in tokenizer.decode(list(segment[:k]), skip_special_tokens=True):
+            return k
+    return 0
+
+
 def sample_mi_pairs(prompts: Sequence[Sequence[int]], reasonings: Sequence[Sequence[int]],
                     groups: Sequence[int], num_samples: int, rng: np.random.Generator) -> CollapsePairs:
     """Sample rows with a non-empty reasoning; columns = their distinct groups (spec 5.3, first turn).
@@ -292,8 +320,10 @@ class SNRFilterGRPOTrainer(GRPOTrainer):
         """The dataset rows of the generation in progress (read by the env ``rollout_func``)."""
         self.last_filter: FilterStep | None = None
         self._raw_rewards: torch.Tensor | None = None
-        self._mi_monitor = CollapseMonitor(ema_decay=self.snr_config.mi_ema_decay,
-                                           std_eps=self.snr_config.mi_std_eps)
+        snr = self.snr_config
+        self._mi_monitor = CollapseMonitor(ema_decay=snr.mi_ema_decay, warn_drop=snr.mi_warn_drop,
+                                           std_eps=snr.mi_std_eps, warn_min_peak=snr.mi_warn_min_peak,
+                                           warn_noise_sigmas=snr.mi_warn_noise_sigmas)
         super().__init__(*args, **kwargs)
         name = self.snr_config.reward_func
         if name is not None and name not in self.reward_func_names:
@@ -392,8 +422,10 @@ class SNRFilterGRPOTrainer(GRPOTrainer):
         offset = self.accelerator.process_index * prompt_ids.shape[0]
         prompts, reasonings, groups = [], [], []
         for row in range(prompt_ids.shape[0]):
-            prompts.append(prompt_ids[row][prompt_mask[row]].tolist())
             segment = _first_segment(output["completion_ids"][row], model_mask[row])
+            # X ends where the reasoning begins: the prompt plus the opening <think> the model wrote, the
+            # context z was generated in (ragen2's own generation prompt ends with that tag).
+            prompts.append(prompt_ids[row][prompt_mask[row]].tolist() + segment[:opening_length(tokenizer, segment)])
             text = reasoning_text(tokenizer.decode(segment, skip_special_tokens=True))
             reasonings.append(tokenizer(text, add_special_tokens=False)["input_ids"] if text else [])
             groups.append((offset + row) // self.num_generations)
@@ -409,9 +441,9 @@ class SNRFilterGRPOTrainer(GRPOTrainer):
         logp_sum, lengths = cross_logprobs(model, tokenizer, pairs.prompts, pairs.reasonings,
                                            batch_size=self.snr_config.mi_batch_size,
                                            temperature=float(self.temperature))
-        metrics = mi_proxies(logp_sum, lengths, pairs.prompt_index, pairs.prompt_keys,
-                             std_eps=self.snr_config.mi_std_eps)
-        for name, value in self._mi_monitor.update(metrics).items():
+        metrics, rows = mi_proxies(logp_sum, lengths, pairs.prompt_index, pairs.prompt_keys,
+                                   std_eps=self.snr_config.mi_std_eps, return_rows=True)
+        for name, value in self._mi_monitor.update(metrics, rows).items():
             self._log(f"mi/{name}", value)
         self._log("mi/skipped", 0.0)
         self._log("mi/seconds", time.perf_counter() - start)

@@ -142,8 +142,8 @@ def collapse_metrics(model, tokenizer, batch: RolloutBatch, cfg: CollapseConfig,
         model: the current actor (a causal LM); scored at temperature 1.0.
         tokenizer: passed to :func:`cross_logprobs` (the pairs are token ids already).
         batch: the rollout batch.
-        cfg: ``num_samples``, the two ``*_enabled`` switches, ``std_eps``; ``ema_decay`` and
-            ``warn_drop`` for monitors created here.
+        cfg: ``num_samples``, the two ``*_enabled`` switches, ``std_eps``; ``ema_decay``, ``warn_drop``,
+            ``warn_min_peak`` and ``warn_noise_sigmas`` for monitors created here.
         rng: random generator for the samples.
         monitors: per-family :class:`CollapseMonitor` s, keyed by family name, kept by the caller
             across steps; missing entries are created. None: no EMA metrics.
@@ -172,11 +172,14 @@ def collapse_metrics(model, tokenizer, batch: RolloutBatch, cfg: CollapseConfig,
             continue
         logp_sum, lengths = cross_logprobs(model, tokenizer, pairs.prompts, pairs.reasonings,
                                            batch_size=batch_size)
-        metrics = mi_proxies(logp_sum, lengths, pairs.prompt_index, pairs.prompt_keys, std_eps=cfg.std_eps)
+        metrics, rows = mi_proxies(logp_sum, lengths, pairs.prompt_index, pairs.prompt_keys, std_eps=cfg.std_eps,
+                                   return_rows=True)
         if monitors is not None:
             if family not in monitors:
-                monitors[family] = CollapseMonitor(cfg.ema_decay, cfg.warn_drop, cfg.std_eps)
-            metrics = monitors[family].update(metrics)
+                monitors[family] = CollapseMonitor(cfg.ema_decay, cfg.warn_drop, cfg.std_eps,
+                                                   warn_min_peak=cfg.warn_min_peak,
+                                                   warn_noise_sigmas=cfg.warn_noise_sigmas)
+            metrics = monitors[family].update(metrics, rows)
         out[prefix + "skipped"] = 0.0
         out.update({prefix + k: v for k, v in metrics.items()})
     return out
