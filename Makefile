@@ -43,7 +43,7 @@ test: setup
 test-slow: setup
 	$(PY) -m pytest -m "slow and not gpu" -q
 
-# A real browser on JupyterLab (tools/browser_check.py): headless Chromium opens a notebook, runs all cells and
+# A real browser on JupyterLab (tests/browser_check.py): headless Chromium opens a notebook, runs all cells and
 # checks that the ipywidgets sliders render and no output shows an error. Installs Debian's chromium and
 # chromium-driver when missing (root + apt) and the `browser` extra, then runs tests/test_browser.py on a tiny
 # widget notebook and on BROWSER_NOTEBOOK (default: notebook 01, in a scratch copy with the smoke runs).

@@ -1,4 +1,4 @@
-"""A real browser on JupyterLab (``tools/browser_check.py``): a slider renders and no output shows an error.
+"""A real browser on JupyterLab (``tests/browser_check.py``): a slider renders and no output shows an error.
 
 Slow, and skipped without selenium (the ``browser`` extra) or Debian's chromium and chromedriver;
 ``make test-browser`` installs them and runs this file. The notebook under test is
@@ -21,7 +21,7 @@ import pytest
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
-TOOL = REPO / "tools" / "browser_check.py"
+TOOL = REPO / "tests" / "browser_check.py"
 TARGET = Path(os.environ.get("RAGEN2_BROWSER_NOTEBOOK", REPO / "notebooks" / "01_template_collapse.ipynb")).resolve()
 STUDIES = {"01_template_collapse": "__mech"}
 """The smoke runs a notebook reads (a run-id fragment); a notebook not listed gets every smoke run."""

@@ -25,8 +25,8 @@ write files (figures, say, relative to its folder): point the script at a copy w
 ``parameters`` cell (papermill's convention) into a temporary copy, e.g. to point a notebook whose
 defaults are relative to the repository root at absolute paths while developing.
 
-    python tools/browser_check.py notebooks/01_template_collapse.ipynb --screenshot /tmp/nb01.png
-    python tools/browser_check.py /tmp/copy/notebooks/01_template_collapse.ipynb -p runs_root /tmp/runs
+    python tests/browser_check.py notebooks/01_template_collapse.ipynb --screenshot /tmp/nb01.png
+    python tests/browser_check.py /tmp/copy/notebooks/01_template_collapse.ipynb -p runs_root /tmp/runs
 
 Chromium runs as root here, so it needs ``--no-sandbox``; the background-networking flags keep it from
 calling out (this machine's closed network refuses those connections, and the errors slow it down).
@@ -124,7 +124,7 @@ def inject_parameters(notebook: Path, params: dict[str, object], out: Path) -> P
     book = nbformat.read(notebook, as_version=4)
     tagged = [i for i, c in enumerate(book.cells) if "parameters" in c.metadata.get("tags", [])]
     where = tagged[0] + 1 if tagged else 0
-    source = "# Parameters injected by tools/browser_check.py\n" + "".join(
+    source = "# Parameters injected by tests/browser_check.py\n" + "".join(
         f"{name} = {value!r}\n" for name, value in params.items())
     book.cells.insert(where, nbformat.v4.new_code_cell(source, metadata={"tags": ["injected-parameters"]}))
     nbformat.write(book, out)
