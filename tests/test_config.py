@@ -12,6 +12,7 @@ from ragen2.config import (
     RunConfig,
     apply_overrides,
     deep_merge,
+    flatten,
     from_dict,
     load_config,
     run_ids,
@@ -86,3 +87,7 @@ def test_unknown_run_id(tmp_path):
         load_config("b", p)
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(None, tmp_path / "missing.yaml")
+
+
+def test_flatten_dotted_keys():
+    assert flatten({"a": {"b": 1, "c": {"d": [1, 2]}}, "e": "x"}) == {"a.b": 1, "a.c.d": (1, 2), "e": "x"}

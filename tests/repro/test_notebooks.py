@@ -9,7 +9,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 EXPECTED = ["01_template_collapse", "02_snr_mechanism", "03_main_results", "04_rv_quartiles", "05_stochasticity",
             "06_diagnostics", "07_training_dynamics", "08_interventions"]
@@ -69,8 +69,8 @@ def test_smoke_runs_execute_every_notebook(tmp_path):
     import papermill
     import torch
 
-    from ragen2.claims import CLAIM_IDS, merge_claims
-    from ragen2.profiles import build
+    from ragen2.repro.claims import CLAIM_IDS, merge_claims
+    from ragen2.repro.profiles import build
     from ragen2.trainer.loop import train
     from ragen2.warmstart import initial_policy
 
