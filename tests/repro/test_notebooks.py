@@ -50,13 +50,13 @@ def test_notebook_is_committed_clean(path):
 def test_dvc_yaml_declares_every_notebook_and_its_figures():
     import re
 
-    import yaml
+    from tests.repro.dvcyaml import paths, resolved
 
-    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+    stages = resolved()["stages"]
     for path in NOTEBOOKS:
         stage = stages[f"nb_{path.stem}"]
         assert f"notebooks/{path.stem}.ipynb" in stage["deps"]
-        outs = [next(iter(o)) if isinstance(o, dict) else o for o in stage["outs"]]
+        outs = paths(stage["outs"])
         assert f"data/executed/{path.stem}.ipynb" in outs
         source = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code")
         for name in set(re.findall(r'save_(?:figure|table)\([^"]*"([a-z0-9_]+)"', source)):
