@@ -47,6 +47,19 @@ def test_notebook_is_committed_clean(path):
     assert "save_figure(" in source
 
 
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_imports_only_what_it_uses(path):
+    tree = ast.parse("\n".join(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"))
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            imported |= {a.asname or a.name for a in node.names}
+        elif isinstance(node, ast.Import):
+            imported |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    assert imported <= used, f"{path.name} imports {sorted(imported - used)} without using them"
+
+
 def test_dvc_yaml_declares_every_notebook_and_its_figures():
     import re
 
