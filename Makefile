@@ -71,7 +71,7 @@ repro: setup
 	  $(PY) -m ragen2 commit-runs $$stale; fi
 	dvc repro
 
-# params.yaml is generated: edit ragen2/profiles.py, then `make params` (tests check there is no drift).
+# params.yaml is generated: edit ragen2/repro/profiles.py, then `make params` (tests check there is no drift).
 params: setup
 	$(PY) -m ragen2 profile cpu --write params.yaml
 	$(PY) -m ragen2 profile cpu --estimate

@@ -98,7 +98,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_train_runs(args: argparse.Namespace) -> int:
-    from ragen2.runqueue import train_runs
+    from ragen2.repro.runqueue import train_runs
 
     failed = train_runs(args.run_ids, params=args.params, workers=args.workers, threads=args.threads,
                         cache_dir=args.cache_dir)
@@ -169,7 +169,7 @@ def _add_audit(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_profile(args: argparse.Namespace) -> int:
-    from ragen2.profiles import build, estimate
+    from ragen2.repro.profiles import build, estimate
 
     profile = build(args.name)
     if args.write:
@@ -285,7 +285,7 @@ def _add_gains(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_claims(args: argparse.Namespace) -> int:
-    from ragen2.claims import merge_claims
+    from ragen2.repro.claims import merge_claims
 
     merged = merge_claims(args.dir)
     print(f"wrote {merged.path}: {len(merged.rows)} claims from sections {', '.join(merged.sections)}"
@@ -332,7 +332,7 @@ def _add_stale_runs(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_commit_runs(args: argparse.Namespace) -> int:
-    from ragen2.dvcstages import commit_stages
+    from ragen2.repro.dvcstages import commit_stages
 
     done = commit_stages([f"train@{rid}" for rid in args.run_ids])
     print(f"recorded {len(done)} train stage(s) in dvc.lock")

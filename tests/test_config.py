@@ -12,6 +12,7 @@ from ragen2.config import (
     RunConfig,
     apply_overrides,
     deep_merge,
+    flatten,
     from_dict,
     load_config,
     run_ids,
@@ -99,3 +100,7 @@ def test_collapse_alarm_floors_validate_and_match_the_monitor():
         CollapseConfig(warn_min_peak=-0.1)
     with pytest.raises(ConfigError, match="collapse.warn_noise_sigmas"):
         CollapseConfig(warn_noise_sigmas=float("inf"))
+
+
+def test_flatten_dotted_keys():
+    assert flatten({"a": {"b": 1, "c": {"d": [1, 2]}}, "e": "x"}) == {"a.b": 1, "a.c.d": (1, 2), "e": "x"}

@@ -9,7 +9,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 EXPECTED = ["01_template_collapse", "02_snr_mechanism", "03_main_results", "04_rv_quartiles", "05_stochasticity",
             "06_diagnostics", "07_training_dynamics", "08_interventions"]
@@ -47,16 +47,29 @@ def test_notebook_is_committed_clean(path):
     assert "save_figure(" in source
 
 
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_imports_only_what_it_uses(path):
+    tree = ast.parse("\n".join(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"))
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            imported |= {a.asname or a.name for a in node.names}
+        elif isinstance(node, ast.Import):
+            imported |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    assert imported <= used, f"{path.name} imports {sorted(imported - used)} without using them"
+
+
 def test_dvc_yaml_declares_every_notebook_and_its_figures():
     import re
 
-    import yaml
+    from tests.repro.dvcyaml import paths, resolved
 
-    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+    stages = resolved()["stages"]
     for path in NOTEBOOKS:
         stage = stages[f"nb_{path.stem}"]
         assert f"notebooks/{path.stem}.ipynb" in stage["deps"]
-        outs = [next(iter(o)) if isinstance(o, dict) else o for o in stage["outs"]]
+        outs = paths(stage["outs"])
         assert f"data/executed/{path.stem}.ipynb" in outs
         source = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code")
         for name in set(re.findall(r'save_(?:figure|table)\([^"]*"([a-z0-9_]+)"', source)):
@@ -69,8 +82,8 @@ def test_smoke_runs_execute_every_notebook(tmp_path):
     import papermill
     import torch
 
-    from ragen2.claims import CLAIM_IDS, merge_claims
-    from ragen2.profiles import build
+    from ragen2.repro.claims import CLAIM_IDS, merge_claims
+    from ragen2.repro.profiles import build
     from ragen2.trainer.loop import train
     from ragen2.warmstart import initial_policy
 

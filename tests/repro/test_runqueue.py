@@ -7,8 +7,8 @@ import torch
 import yaml
 
 from ragen2.config import ConfigError, RunConfig, apply_overrides, to_dict
-from ragen2.profiles import build, run_seconds
-from ragen2.runqueue import by_cost, train_runs
+from ragen2.repro.profiles import build, run_seconds
+from ragen2.repro.runqueue import by_cost, train_runs
 from ragen2.trainer.loop import train
 from ragen2.trainer.runlog import read_metrics
 from ragen2.warmstart import initial_policy
@@ -83,7 +83,7 @@ def test_finished_or_reconfigured_runs_start_over_interrupted_ones_resume(tmp_pa
     import json
 
     import ragen2.trainer.loop as loop
-    from ragen2.runqueue import _train_one
+    from ragen2.repro.runqueue import _train_one
 
     calls = []
     monkeypatch.setattr(loop, "train", lambda cfg, run_dir, init_policy, resume, **kw: calls.append((run_dir.name, resume)))
