@@ -76,33 +76,65 @@ def test_dvc_yaml_declares_every_notebook_and_its_figures():
             assert any(o.startswith(f"paper_figures/{name}.") for o in outs), f"{path.stem}: {name} not an out"
 
 
-@pytest.mark.slow
-def test_smoke_runs_execute_every_notebook(tmp_path):
-    """Train the smoke profile's runs (in this process) and execute all notebooks on them; merge the claims."""
-    import papermill
+@pytest.fixture(scope="module")
+def smoke_repo(tmp_path_factory):
+    """A scratch repository (dvc.yaml, notebooks/) whose data/runs and data/cache hold the smoke profile's runs."""
+    import shutil
+
     import torch
 
-    from ragen2.repro.claims import CLAIM_IDS, merge_claims
     from ragen2.repro.profiles import build
     from ragen2.trainer.loop import train
     from ragen2.warmstart import initial_policy
 
     torch.set_num_threads(1)
+    root = tmp_path_factory.mktemp("smoke_repo")
+    shutil.copytree(REPO / "notebooks", root / "notebooks")
+    shutil.copy(REPO / "dvc.yaml", root / "dvc.yaml")
     profile = build("smoke")
-    runs_root, cache_dir, fig_dir = tmp_path / "runs", tmp_path / "cache", tmp_path / "figures"
     t0 = time.perf_counter()
     for rid in profile.runs:
         cfg = profile.config(rid)
-        train(cfg, runs_root / rid, initial_policy(cfg, cache_dir), resume=False, progress=False)
-    t_train = time.perf_counter() - t0
-    (tmp_path / "executed").mkdir()
+        train(cfg, root / "data" / "runs" / rid, initial_policy(cfg, root / "data" / "cache"), resume=False,
+              progress=False)
+    print(f"smoke: {len(profile.runs)} runs trained in {time.perf_counter() - t0:.0f} s")
+    return root, profile
+
+
+def _execute(path: Path, out: Path, cwd: Path, parameters: dict) -> None:
+    import papermill
+
+    papermill.execute_notebook(str(path), str(out), parameters=parameters, kernel_name="python3", cwd=str(cwd),
+                               progress_bar=False, log_output=False)
+
+
+@pytest.mark.slow
+def test_smoke_runs_execute_every_notebook(smoke_repo, tmp_path):
+    """Every notebook as the pipeline runs it: papermill in the repository root, explicit paths; then the claims."""
+    from ragen2.repro.claims import CLAIM_IDS, merge_claims
+
+    root, profile = smoke_repo
+    fig_dir = tmp_path / "figures"
     for path in NOTEBOOKS:
-        params = {"runs_root": str(runs_root), "fig_dir": str(fig_dir), **profile.notebooks[path.stem[3:]]}
+        params = {"runs_root": str(root / "data" / "runs"), "fig_dir": str(fig_dir), **profile.notebooks[path.stem[3:]]}
         if path.stem in PROMPT_LEVEL:
-            params["cache_dir"] = str(cache_dir)
-        papermill.execute_notebook(str(path), str(tmp_path / "executed" / path.name), parameters=params,
-                                   kernel_name="python3", cwd=str(REPO), progress_bar=False, log_output=False)
+            params["cache_dir"] = str(root / "data" / "cache")
+        _execute(path, tmp_path / path.name, REPO, params)
     merged = merge_claims(fig_dir, require_all=True)
     assert [c.claim for c in merged.rows] == list(CLAIM_IDS)
     assert (fig_dir / "fig_four_regimes_toy.png").exists() and (fig_dir / "fig_reward_heatmaps.pdf").exists()
-    print(f"smoke: train {t_train:.0f} s, total {time.perf_counter() - t0:.0f} s")
+
+
+@pytest.mark.slow
+def test_every_notebook_runs_from_its_own_folder_as_jupyterlab_starts_it(smoke_repo, tmp_path):
+    """The kernel in notebooks/ with the notebook's own path defaults: the runs and the warm start are found from
+    the repository root, and the figures go to the scratch folder, never to paper_figures/."""
+    from ragen2.repro.paths import SCRATCH_FIGURES
+
+    root, profile = smoke_repo
+    for path in NOTEBOOKS:
+        params = {k: v for k, v in profile.notebooks[path.stem[3:]].items() if k not in ("runs_root", "fig_dir", "cache_dir")}
+        _execute(root / "notebooks" / path.name, tmp_path / path.name, root / "notebooks", params)
+    scratch = root / SCRATCH_FIGURES
+    assert (scratch / "fig_four_regimes_toy.png").exists() and (scratch / "claims_training_dynamics.csv").exists()
+    assert not (root / "paper_figures").exists() and not (root / "notebooks" / "data").exists()
