@@ -137,10 +137,8 @@ def test_target_notebook_with_absolute_parameters(tool, scratch_repo, tmp_path):
     assert report.ok, report.failures()
 
 
-@pytest.mark.xfail(TARGET.parent == REPO / "notebooks", strict=True,
-                   reason="the notebooks' parameters are relative to the repository root while JupyterLab starts "
-                          "the kernel in notebooks/ (issue 25, being fixed): remove this mark once they resolve")
 def test_target_notebook_from_its_own_folder(tool, scratch_repo, tmp_path):
-    """What a reader gets: the notebook opened in JupyterLab as committed, its defaults untouched."""
+    """What a reader gets: the notebook opened in JupyterLab as committed, its defaults untouched (its paths
+    resolve against the repository root, its figures go to the scratch folder)."""
     report = tool.check(scratch_repo / "notebooks" / TARGET.name, root=scratch_repo, screenshot=tmp_path / "page.png")
     assert report.ok, report.failures()
