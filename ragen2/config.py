@@ -136,7 +136,7 @@ class RolloutConfig:
     max_new_tokens: int = 400
     """New tokens per turn."""
     max_context_tokens: int = 3600
-    """Context cap; the oldest turns are dropped to fit (spec 2.9)."""
+    """Context cap; the oldest turns are dropped to fit (docs/method.md §2.9)."""
     temperature: float = 1.0
     """Sampling temperature of training rollouts."""
     val_temperature: float = 0.5

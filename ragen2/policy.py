@@ -7,7 +7,7 @@ The tiny policy's tokenizer is a byte-level BPE trained on the environments' own
 prompts, observations, expert and template reasoning, answers, turn blocks), so every string
 round-trips exactly and the repeated prompt text costs few tokens. Its config is a ``llama`` one on
 purpose: transformers 5.24 rebuilds a ``qwen2``-typed local tokenizer as ``Qwen2Tokenizer`` and
-corrupts it (see ``stack-notes.md``).
+corrupts it.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A share ``template_fraction`` of the episodes carries a generic reasoning text that ignores the state
 (:data:`ragen2.rollout.expert.TEMPLATE_THINKS`); the rest carry the expert's grounded reasoning. How
 strong and how faithful the warm start is decides whether template collapse can appear later
-(``cpu-scale-probe.md``), so ``warm_start.json`` records the greedy success and template share.
+(docs/method.md §7.0), so ``warm_start.json`` records the greedy success and template share.
 """
 
 from __future__ import annotations

@@ -1,13 +1,16 @@
-"""The core library never imports the reproduction layer (``ragen2.repro``); only the CLI uses both."""
+"""The core library never imports the reproduction layer (``ragen2.repro``), only the CLI uses both; and every
+document the code cites is in the repository."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "ragen2"
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "ragen2"
 REPRO = "ragen2.repro"
 BOTH_LAYERS = {PACKAGE / "__main__.py"}
 """The command line dispatches to both layers."""
@@ -70,3 +73,25 @@ def test_every_form_of_import_is_found():
 def test_core_module_does_not_import_the_reproduction_layer(path):
     found = repro_imports(path.read_text(), module_name(path), path.name == "__init__.py")
     assert found == [], f"{path.relative_to(PACKAGE.parent)} imports the reproduction layer: {found}"
+
+
+OUTSIDE_DOCUMENTS = re.compile(r"\bspec(?: section)? \d|\(spec\)|the spec's|shared/reference|\.\./shared|"
+                               r"stack-notes|cpu-scale-probe|ragen2-spec|paper_claims\.md")
+"""Citations of documents that are not in the repository (the method is docs/method.md)."""
+
+
+def test_no_reference_points_at_a_document_outside_the_repository():
+    files = [*PACKAGE.rglob("*.py"), *(REPO / "notebooks").glob("*.ipynb"), *(REPO / "docs").glob("*.md"),
+             REPO / "README.md"]
+    hits = [f"{p.relative_to(REPO)}:{n}: {line.strip()[:80]}" for p in files
+            for n, line in enumerate(p.read_text().splitlines(), 1) if OUTSIDE_DOCUMENTS.search(line)]
+    assert not hits, "\n".join(hits)
+
+
+def test_the_method_sections_the_code_cites_exist():
+    headings = {m.group(1) for m in re.finditer(r"^#{2,3} (\d+(?:\.\d+)?)[ .]", (REPO / "docs" / "method.md").read_text(), re.M)}
+    files = [*PACKAGE.rglob("*.py"), *(REPO / "notebooks").glob("*.ipynb"), *(REPO / "docs").glob("*.md"), REPO / "README.md"]
+    cited = {(p.relative_to(REPO), m.group(1)) for p in files
+             for m in re.finditer(r"§(\d+(?:\.\d+)?)", p.read_text())}
+    missing = sorted(f"{p}: §{sec}" for p, sec in cited if sec not in headings)
+    assert not missing, missing

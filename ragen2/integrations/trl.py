@@ -2,13 +2,13 @@
 
 :class:`SNRFilterGRPOTrainer` is ``GRPOTrainer`` plus two things, both off by default:
 
-1. **Group filtering** (spec 4). After TRL has generated, scored and normalised a generation batch,
+1. **Group filtering** (docs/method.md §4). After TRL has generated, scored and normalised a generation batch,
    the prompt groups (``rewards.view(-1, num_generations)``) are scored on their **raw** rewards and
    selected with :func:`ragen2.filter.apply_filter`; every row of a dropped group leaves the batch,
    so it reaches neither the loss nor its normaliser. Advantages are TRL's, computed per group
    before the filter, so the kept groups' advantages do not change (except with
    ``scale_rewards="batch"``).
-2. **MI diagnostics** (spec 5). Every ``mi_every`` steps, on the *unfiltered* batch, sampled
+2. **MI diagnostics** (docs/method.md §5). Every ``mi_every`` steps, on the *unfiltered* batch, sampled
    (prompt, reasoning) pairs are cross-scored with :func:`ragen2.metrics.cross_logprobs` and turned
    into :func:`ragen2.metrics.mi_proxies` (plus a :class:`ragen2.metrics.CollapseMonitor` EMA).
 
@@ -82,7 +82,7 @@ class SNRFilterConfig:
     """Settings of :class:`SNRFilterGRPOTrainer`; the defaults change nothing about ``GRPOTrainer``."""
 
     filter: FilterConfig = FilterConfig(strategy="none", loss_scaling="none")
-    """Group scoring and selection (spec 4). ``strategy="none"`` (default) keeps every group. Its own
+    """Group scoring and selection (docs/method.md §4). ``strategy="none"`` (default) keeps every group. Its own
     ``loss_scaling`` is ignored: :attr:`loss_scaling` below is used instead."""
     loss_scaling: str = "none"
     """``none`` | ``keep_rate`` | ``sqrt_keep_rate``: scale the kept advantages by rho or sqrt(rho)."""
@@ -240,7 +240,7 @@ def filter_generation_batch(batch: dict[str, Any], plan: RowPlan, *, advantage_s
 def reasoning_text(completion: str) -> str:
     """The reasoning of a completion: the text between ``<think>`` and ``</think>`` (the text before
     ``</think>`` when the prompt already opened the tag; everything after an unclosed ``<think>``),
-    else the whole completion; tag strings removed, whitespace trimmed (spec 5.2)."""
+    else the whole completion; tag strings removed, whitespace trimmed (docs/method.md §5.2)."""
     head, closed, _ = completion.partition("</think>")
     if "<think>" in head:
         text = head.split("<think>", 1)[1]
@@ -266,7 +266,7 @@ def opening_length(tokenizer, segment: Sequence[int]) -> int:
 
 def sample_mi_pairs(prompts: Sequence[Sequence[int]], reasonings: Sequence[Sequence[int]],
                     groups: Sequence[int], num_samples: int, rng: np.random.Generator) -> CollapsePairs:
-    """Sample rows with a non-empty reasoning; columns = their distinct groups (spec 5.3, first turn).
+    """Sample rows with a non-empty reasoning; columns = their distinct groups (docs/method.md §5.3, first turn).
 
     A column's prompt is its first sampled member's prompt; equal prompt ids give equal keys.
     """

@@ -1,4 +1,4 @@
-"""The per-step collapse diagnostics of a rollout batch (spec 5.2, 5.3): sampling pairs, then metrics.
+"""The per-step collapse diagnostics of a rollout batch (docs/method.md §5.2, §5.3): sampling pairs, then metrics.
 
 Two families of (prompt X, reasoning Z) pairs are drawn from the *unfiltered* batch. A turn is
 *valid* when its reasoning (the text inside ``<think>...</think>``, tags excluded) is non-empty.
@@ -99,7 +99,7 @@ def _trajectory_pairs(batch: RolloutBatch, num_samples: int, rng: np.random.Gene
 
 def collapse_pairs(batch: RolloutBatch, family: Family, num_samples: int,
                    rng: np.random.Generator) -> CollapsePairs:
-    """Sample one family's (prompts, reasonings, prompt_index, prompt_keys) from a batch (spec 5.3).
+    """Sample one family's (prompts, reasonings, prompt_index, prompt_keys) from a batch (docs/method.md §5.3).
 
     Args:
         batch: the unfiltered rollout batch.
@@ -120,7 +120,7 @@ def collapse_pairs(batch: RolloutBatch, family: Family, num_samples: int,
 
 
 def validity_counts(batch: RolloutBatch) -> dict[str, float]:
-    """The ``collapse/...`` counts of valid reasoning in a batch (spec 5.2)."""
+    """The ``collapse/...`` counts of valid reasoning in a batch (docs/method.md §5.2)."""
     responded = [turn for t in batch.trajectories for turn in t.turns if turn.response_text]
     valid = [turn for turn in responded if turn.reasoning_ids]
     total = len(batch.trajectories)

@@ -1,4 +1,4 @@
-"""Mutual-information proxies of reasoning collapse (spec 5.5) and an EMA monitor over training.
+"""Mutual-information proxies of reasoning collapse (docs/method.md §5.5) and an EMA monitor over training.
 
 Setting: M reasoning samples ``z_i`` (rows) and N prompts ``x_j`` (columns); row i was generated
 from its true column ``c(i)``. Given the cross log-probabilities ``L_sum[i, j] = log p(z_i | x_j)``
@@ -135,7 +135,7 @@ def _retrieval(per_token: np.ndarray, index: np.ndarray, keys: Sequence[Hashable
 def mi_proxies(logp_sum: np.ndarray, lengths: np.ndarray, prompt_index: np.ndarray,
                prompt_keys: Sequence[Hashable] | None = None, std_eps: float = 1e-3,
                return_rows: bool = False) -> dict[str, float] | tuple[dict[str, float], MIRows]:
-    """The MI / entropy / retrieval proxies of one batch (spec 5.5).
+    """The MI / entropy / retrieval proxies of one batch (docs/method.md §5.5).
 
     Args:
         logp_sum: ``[M, N]`` ``log p(z_i | x_j)`` summed over z_i's tokens. ``-inf`` is allowed off
@@ -203,7 +203,7 @@ class CollapseWarning(UserWarning):
 
 
 class CollapseMonitor:
-    """EMA of the marginal std across compute steps, one monitor per metric family (spec 5.5).
+    """EMA of the marginal std across compute steps, one monitor per metric family (docs/method.md §5.5).
 
     ``marginal_std_ema`` starts at the first value and then follows ``decay * ema + (1 - decay) *
     current``. ``mi_zscore_ema = mean_i[(matched_i - marginal_i) / (ema + std_eps)]``; the

@@ -46,7 +46,7 @@ QUADRANTS = {
     "compressed reasoning": ("left", "top"),
     "low-entropy collapse": ("left", "bottom"),
 }
-"""The four regimes (spec 5.5) by their corner of the (H(Z|X), I(X;Z)) plane."""
+"""The four regimes (docs/method.md §5.5) by their corner of the (H(Z|X), I(X;Z)) plane."""
 
 DYNAMICS_METRICS = {
     "filter/kept_ratio": "kept ratio",

@@ -8,8 +8,8 @@ for the DVC ``train`` stage, and the papermill parameters of every notebook).
 parsed by :mod:`ragen2.repro.run_ids`; ``<study>`` names the study a run belongs to (:data:`STUDIES`).
 
 **The CPU default profile** (``cpu``): sized to run in about an hour on 2 cores at the measured per-step
-cost (:data:`S_PER_STEP`; ``python -m ragen2 profile cpu --estimate``), with the settings the CPU scale
-probe (``cpu-scale-probe.md``) found necessary to see the paper's mechanisms at all:
+cost (:data:`S_PER_STEP`; ``python -m ragen2 profile cpu --estimate``), with the settings a preliminary CPU
+experiment (docs/method.md §7.0) found necessary to see the paper's mechanisms at all:
 
 - Policy: the tiny local Llama (0.4M parameters), warm-started by SFT on 4000 expert episodes of which 30 %
   carry a template reasoning (``warm_start.template_fraction``): 600 steps give greedy success 0.69 on
@@ -53,7 +53,7 @@ tokens, a 100-step warm start on 128 episodes: the least after which the tiny po
 ``<think>`` tags, so the MI metrics exist), so every notebook executes. Its numbers mean nothing.
 
 **paper**: ``Qwen/Qwen2.5-3B``, no warm start, 400 steps, 8 x 16, vLLM rollouts, the paper's
-hyper-parameters (spec 6.4 and 7.1-7.3): Sokoban and FrozenLake x PPO/GRPO/DAPO/Dr. GRPO (+ top-k),
+hyper-parameters (docs/method.md §6.4 and §7.1-§7.3): Sokoban and FrozenLake x PPO/GRPO/DAPO/Dr. GRPO (+ top-k),
 all seven slip rates, the full entropy / KL / top-p sweeps on Sokoban, 1 seed per cell (GPU only).
 """
 
@@ -210,7 +210,7 @@ def _cpu_base() -> dict[str, Any]:
         # a partial start: greedy success about 0.7 (600 steps on 4000 episodes; 500 episodes overfit)
         "warm_start": {"steps": 600, "lr": 3e-3, "batch_size": 32, "num_episodes": 4000,
                        "template_fraction": 0.3, "seed": 0},
-        # single turn with up to 10 moves (the probe's shape): 5 turns cost ~5x the tokens on 2 cores
+        # single turn with up to 10 moves (the preliminary experiment's shape, docs/method.md §7.0): 5 turns cost ~5x the tokens on 2 cores
         "rollout": {"env_groups": 8, "group_size": 8, "max_turns": 1, "max_actions_per_turn": 10,
                     "max_actions_per_traj": 10, "max_new_tokens": 64, "max_context_tokens": 1024,
                     "val_groups": 64},
@@ -239,7 +239,7 @@ def _smoke_base() -> dict[str, Any]:
 
 
 def _paper_base() -> dict[str, Any]:
-    """Spec 6.4 defaults with the main-table overrides of spec 7.1 (Qwen2.5-3B base model, 400 steps)."""
+    """The defaults of docs/method.md §6.4 with the main-table overrides of §7.1 (Qwen2.5-3B base model, 400 steps)."""
     overrides = {
         "env": {"name": "frozenlake", "kwargs": {"success_rate": 0.98}},
         "policy": {"name_or_path": "Qwen/Qwen2.5-3B", "dtype": "bfloat16", "device": "cuda"},
@@ -340,7 +340,7 @@ def _grid(sizes: Sizes, paper: bool) -> dict[str, dict[str, Any]]:
             add("frozenlake", sizes.aux_algo, filt, f"slip{fmt_value(slip)}", sizes.slip_seeds, extra)
 
     # intervention sweeps (C7). reuse_main: one factor at a time around the main study's aux_algo cells
-    # (which are the sweeps' base points); otherwise the paper's sweep settings (spec 7.2).
+    # (which are the sweeps' base points); otherwise the paper's sweep settings (docs/method.md §7.2).
     env, steps, algo = sizes.sweep_env, sizes.aux_steps, sizes.aux_algo
     reuse = sizes.reuse_main and env in sizes.main_envs and algo in sizes.main_algos
     ent_fixed = {} if reuse else {"kl_coef": 0.0}

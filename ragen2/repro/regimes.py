@@ -1,7 +1,7 @@
 """The four-regime plane of notebook 01: points of toy policies and of real runs on (H(Z|X), I(X;Z)).
 
 RAGEN-2 sorts policies by conditional entropy and mutual information into diverse reasoning, compressed
-reasoning, low-entropy collapse and template collapse (spec 5.5). The toy policies of
+reasoning, low-entropy collapse and template collapse (docs/method.md §5.5). The toy policies of
 :mod:`ragen2.metrics.toy` have both numbers exactly, so they show the regimes and check the sampled
 estimator (:func:`toy_estimates`); a run's first and last MI estimates place it on the same plane
 (:func:`regime_points_from_steps`). :func:`show_toy_policy` is the callback of notebook 01's sliders.

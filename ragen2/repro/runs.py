@@ -38,7 +38,7 @@ SUCCESS_METRIC = "val/success"
 """The per-step metric whose last value is a run's ``final_success``."""
 
 MI_METRIC = "collapse_first_turn/mi_estimate"
-"""The per-token MI proxy used as "the MI" in verdicts (the probe's MI_tok)."""
+"""The per-token MI proxy used as "the MI" in verdicts (the per-token estimate of docs/method.md §5.5)."""
 
 _NON_FINITE = {
     "nan": math.nan,

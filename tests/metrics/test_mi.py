@@ -24,7 +24,7 @@ EXPECTED_KEYS = {
 
 
 def direct_reference(logp_sum, lengths, index, keys, eps=1e-3):
-    """Row-by-row transcription of spec 5.5, written independently of the module."""
+    """Row-by-row transcription of docs/method.md §5.5, written independently of the module."""
     num_rows, num_cols = logp_sum.shape
     out = {}
     for tag, mat in (("tok", logp_sum / lengths[:, None]), ("seq", logp_sum)):

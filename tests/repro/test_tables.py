@@ -112,15 +112,6 @@ def test_paper_data_files_hold_the_reference_numbers():
     }
 
 
-def test_paper_data_matches_the_shared_reference_copy():
-    from pathlib import Path
-
-    shared = Path("/work/shared/reference/paper_main_table.csv")
-    if not shared.exists():
-        pytest.skip("shared reference not on this machine")
-    pd.testing.assert_frame_equal(paper_main_table(), paper_main_table(shared))
-
-
 def test_main_table_vs_paper_places_numbers_side_by_side():
     vs = main_table_vs_paper(main_table(_runs()))
     assert vs.index.names == ["algorithm", "env"]
