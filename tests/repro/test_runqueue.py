@@ -39,7 +39,9 @@ def test_unmeasured_env_counts_one_second_per_step_and_keeps_order():
 
 def _params(tmp_path: Path) -> Path:
     base = to_dict(apply_overrides(RunConfig(), TINY))
-    runs = {"a": {"seed": 0}, "b": {"seed": 1}, "bad": {"trainer": {"entropy_scope": "thinking"}}}
+    runs = {"a": {"seed": 0}, "b": {"seed": 1},
+            "bad": {"env": {"kwargs": {"no_such_option": 1}}},  # a valid config whose environment fails to build
+            "invalid": {"trainer": {"entropy_scope": "thinking"}}}
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump({"base": base, "runs": runs}))
     return path
@@ -47,6 +49,7 @@ def _params(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("ids,workers,error,match", [
     (["a", "nope"], 1, ConfigError, "nope"),
+    (["a", "invalid"], 1, ConfigError, "trainer.entropy_scope='thinking'"),
     (["a", "a"], 1, ValueError, "repeat"),
     (["a"], 0, ValueError, "workers"),
 ])
@@ -62,7 +65,7 @@ def test_a_worker_trains_runs_in_turn_like_separate_processes_and_reports_failur
     failed = train_runs(["a", "bad", "b"], params=params, workers=1, cache_dir=cache, runs_root=tmp_path / "runs",
                         log=lines.append)
     assert failed == ["bad"] and len(lines) == 3
-    assert any("FAILED" in line and "entropy_scope" in line for line in lines)
+    assert any("FAILED" in line and "no_such_option" in line for line in lines)
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
