@@ -22,7 +22,7 @@ export TRL_EXPERIMENTAL_SILENCE := 1
 export TOKENIZERS_PARALLELISM := false
 export MPLBACKEND := Agg
 
-.PHONY: setup test test-slow repro lint bench clean-venv params smoke lock
+.PHONY: setup test test-slow test-browser repro lint bench clean-venv params smoke lock
 
 setup: $(VENV)/.installed
 
@@ -43,6 +43,19 @@ test: setup
 test-slow: setup
 	$(PY) -m pytest -m "slow and not gpu" -q
 
+# A real browser on JupyterLab (tests/browser_check.py): headless Chromium opens a notebook, runs all cells and
+# checks that the ipywidgets sliders render and no output shows an error. Installs Debian's chromium and
+# chromium-driver when missing (root + apt) and the `browser` extra, then runs tests/test_browser.py on a tiny
+# widget notebook and on BROWSER_NOTEBOOK (default: notebook 01, in a scratch copy with the smoke runs).
+BROWSER_NOTEBOOK ?=
+test-browser: setup
+	@command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 || \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null ; } || \
+	  { echo "test-browser needs chromium and chromedriver: apt-get install -y chromium chromium-driver" >&2; exit 1; }
+	$(PY) -m pip install --quiet --disable-pip-version-check $(CONSTRAINTS) -e '.[browser]'
+	$(if $(BROWSER_NOTEBOOK),RAGEN2_BROWSER_NOTEBOOK=$(abspath $(BROWSER_NOTEBOOK))) $(PY) -m pytest -m slow -q tests/test_browser.py
+
 # DVC 3.67 has no `dvc repro -j`: build the warm starts, train the stale runs on WORKERS long-lived processes
 # (one torch thread each, dearest run first: `python -m ragen2 train-runs`), record them in dvc.lock
 # (`python -m ragen2 commit-runs`: `dvc commit -f` reading dvc.yaml and dvc.lock once, where DVC re-reads both
@@ -58,7 +71,7 @@ repro: setup
 	  $(PY) -m ragen2 commit-runs $$stale; fi
 	dvc repro
 
-# params.yaml is generated: edit ragen2/profiles.py, then `make params` (tests check there is no drift).
+# params.yaml is generated: edit ragen2/repro/profiles.py, then `make params` (tests check there is no drift).
 params: setup
 	$(PY) -m ragen2 profile cpu --write params.yaml
 	$(PY) -m ragen2 profile cpu --estimate

@@ -9,12 +9,12 @@ Commands:
 - ``audit --policy PATH_OR_ID|tiny --env NAME [--env-kwargs JSON] [--prompts 32] [--samples 16] [--seed 0]
   [--out report.json]``: the pre-flight filter audit (``ragen2.audit``), printed as markdown.
 - ``profile {cpu,smoke,paper} [--write params.yaml] [--estimate]``: print (or write) the params of an
-  experiment profile (``ragen2.profiles``); ``--estimate`` prints its time estimate.
+  experiment profile (``ragen2.repro.profiles``); ``--estimate`` prints its time estimate.
 - ``warmstart RUN_ID [--params params.yaml] [--cache-dir DIR] [--expect PATH]``: build (or find) the
   warm start a run starts from; ``--expect`` checks it lands at that path (the DVC out).
 - ``claims [--dir paper_figures]``: merge ``claims_<section>.csv`` into ``claims.csv``.
 - ``train-runs RUN_ID ... [--workers 2] [--threads 1] [--params params.yaml] [--cache-dir DIR]``: train
-  several runs on long-lived worker processes, dearest first (:mod:`ragen2.runqueue`); exits 1 if any failed.
+  several runs on long-lived worker processes, dearest first (:mod:`ragen2.repro.runqueue`); exits 1 if any failed.
 - ``stale-runs``: print the run ids whose DVC ``train`` stage is not up to date (``dvc status``), one per
   line; ``make repro`` trains those with ``train-runs`` and records them with ``commit-runs``.
 - ``evaluate RUN_DIR [--checkpoint latest|initial|STEP] [--episodes 512] [--sampling-seeds 8] [--temperature T]
@@ -23,7 +23,7 @@ Commands:
 - ``gains START.json LABEL=END.json[,END.json...] ...``: the learning table of several evaluations
   (:func:`ragen2.evaluate.learning_gains`), printed as markdown.
 - ``commit-runs RUN_ID ...``: record trained runs' ``train`` stages in ``dvc.lock`` (``dvc commit --force``
-  with one write of the lock file; :mod:`ragen2.dvcstages`).
+  with one write of the lock file; :mod:`ragen2.repro.dvcstages`).
 
 More subcommands (audit, data) register the same way: a ``_add_<name>(subparsers)`` function that
 sets ``func`` on its parser.
@@ -98,7 +98,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_train_runs(args: argparse.Namespace) -> int:
-    from ragen2.runqueue import train_runs
+    from ragen2.repro.runqueue import train_runs
 
     failed = train_runs(args.run_ids, params=args.params, workers=args.workers, threads=args.threads,
                         cache_dir=args.cache_dir)
@@ -169,7 +169,7 @@ def _add_audit(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_profile(args: argparse.Namespace) -> int:
-    from ragen2.profiles import build, estimate
+    from ragen2.repro.profiles import build, estimate
 
     profile = build(args.name)
     if args.write:
@@ -188,7 +188,7 @@ def _cmd_profile(args: argparse.Namespace) -> int:
 
 def _add_profile(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("profile", help="print or write params.yaml from an experiment profile")
-    p.add_argument("name", choices=("cpu", "smoke", "paper"), help="the profile (ragen2.profiles)")
+    p.add_argument("name", choices=("cpu", "smoke", "paper"), help="the profile (ragen2.repro.profiles)")
     p.add_argument("--write", default=None, metavar="PATH", help="write the params file here instead of printing")
     p.add_argument("--estimate", action="store_true", help="print the wall-time estimate of the profile's grid")
     p.set_defaults(func=_cmd_profile)
@@ -285,7 +285,7 @@ def _add_gains(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_claims(args: argparse.Namespace) -> int:
-    from ragen2.claims import merge_claims
+    from ragen2.repro.claims import merge_claims
 
     merged = merge_claims(args.dir)
     print(f"wrote {merged.path}: {len(merged.rows)} claims from sections {', '.join(merged.sections)}"
@@ -332,7 +332,7 @@ def _add_stale_runs(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_commit_runs(args: argparse.Namespace) -> int:
-    from ragen2.dvcstages import commit_stages
+    from ragen2.repro.dvcstages import commit_stages
 
     done = commit_stages([f"train@{rid}" for rid in args.run_ids])
     print(f"recorded {len(done)} train stage(s) in dvc.lock")

@@ -54,7 +54,7 @@ from ragen2.filter import METRICS, FilterConfig, group_scores, select_groups
 from ragen2.markdown import to_markdown as _table_markdown
 
 DEFAULT_TOP_P_VALUES = (1.0, 0.98, 0.95, 0.9, 0.8, 0.6, 0.4)
-"""The top-p values of the paper's top-p sweep (spec 7.2)."""
+"""The top-p values of the paper's top-p sweep (docs/method.md §7.2)."""
 DEFAULT_TOP_K_VALUES = (0.25, 0.5)
 """Top-k fractions shown for comparison."""
 QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
@@ -359,7 +359,7 @@ def suggest_filter(zero_share: float, dispersion: float, dispersion_nonzero: flo
     4. ``spread`` (otherwise): the RVs are spread out, so ranking by RV separates informative groups
        from weak ones. Suggest top_p 0.9, linear mode, include_zero=False (the setting most of the
        paper's released runs use). Linear rather than softmax because linear top-p is invariant to the
-       reward scale, while softmax uses the raw stds as logits (spec 4.3).
+       reward scale, while softmax uses the raw stds as logits (docs/method.md §4.3).
 
     The suggestion is always a reward-std (RV) filter, and ``keep_ratios`` must hold RV keep ratios.
     The thresholds ``LOW_ZERO_SHARE`` and ``LOW_DISPERSION`` are judgement calls. A warning is added when

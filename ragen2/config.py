@@ -136,7 +136,7 @@ class RolloutConfig:
     max_new_tokens: int = 400
     """New tokens per turn."""
     max_context_tokens: int = 3600
-    """Context cap; the oldest turns are dropped to fit (spec 2.9)."""
+    """Context cap; the oldest turns are dropped to fit (docs/method.md §2.9)."""
     temperature: float = 1.0
     """Sampling temperature of training rollouts."""
     val_temperature: float = 0.5
@@ -286,11 +286,18 @@ class CollapseConfig:
     """Decay of the EMA variants."""
     warn_drop: float = 0.5
     """Warn when MI-ZScore-EMA falls this fraction below its running peak."""
+    warn_min_peak: float = 0.1
+    """... but only once that peak has reached this z-score: below it the z-score is the estimator's noise
+    around 0 (a random-initialised policy), not MI that could collapse (``ragen2.metrics.mi.WARN_MIN_PEAK``)."""
+    warn_noise_sigmas: float = 2.0
+    """... and only when the peak clears 0, and the fall exceeds the estimator's noise, by this many
+    standard errors (clustered by prompt; ``ragen2.metrics.CollapseMonitor``; 0 = off)."""
 
     def __post_init__(self) -> None:
         validate("collapse", self, [
             ("compute_freq", *at_least(1)), ("num_samples", *at_least(2)), ("std_eps", lambda v: v > 0, "> 0"),
             ("ema_decay", *between(0, 1, open_high=True)), ("warn_drop", *between(0, 1, open_low=True)),
+            ("warn_min_peak", *at_least(0)), ("warn_noise_sigmas", *at_least(0)),
         ])
 
 

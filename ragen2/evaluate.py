@@ -4,7 +4,7 @@ A run validates on ``rollout.val_groups`` env seeds (64 on the CPU profile), one
 each. At 65 % success that is a binomial standard error of about 6 points per validation, as large as
 what a 100-step CPU run can gain, so "start vs end" read off ``metrics.jsonl`` cannot tell learning
 from noise. This module scores any checkpoint of a run (or the policy it started from) on the
-paper's validation size (512 env seeds, spec section 3) times several sampling seeds, *paired*: every
+paper's validation size (512 env seeds, docs/method.md §3) times several sampling seeds, *paired*: every
 policy sees the same env seeds and sampling seeds, so the difference of two evaluations is the
 policies' difference plus far less noise. The expert's success on the same seeds is the ceiling.
 

@@ -7,7 +7,7 @@ The tiny policy's tokenizer is a byte-level BPE trained on the environments' own
 prompts, observations, expert and template reasoning, answers, turn blocks), so every string
 round-trips exactly and the repeated prompt text costs few tokens. Its config is a ``llama`` one on
 purpose: transformers 5.24 rebuilds a ``qwen2``-typed local tokenizer as ``Qwen2Tokenizer`` and
-corrupts it (see ``stack-notes.md``).
+corrupts it.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from transformers import (
 
 from ragen2 import envs
 from ragen2.config import PolicyConfig, RolloutConfig
+from ragen2.quiet import quiet_unless_terminal
 from ragen2.rollout.prompt import CHATML_TEMPLATE
 
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
@@ -56,6 +57,8 @@ def _device(device: str) -> torch.device:
 def load_policy(name_or_path: str | Path, *, dtype: str = "float32", device: str = "auto"):
     """Load ``(model, tokenizer)``: model in eval mode on the device, tokenizer padding on the left.
 
+    Progress bars and loading reports appear on a terminal only (:mod:`ragen2.quiet`).
+
     Args:
         name_or_path: A local directory or a Hugging Face model id (offline cache only).
         dtype: ``float32`` | ``bfloat16`` | ``float16``: the dtype the weights are stored in. The trainer loads
@@ -65,12 +68,13 @@ def load_policy(name_or_path: str | Path, *, dtype: str = "float32", device: str
     """
     if dtype not in _DTYPES:
         raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
-    tokenizer = AutoTokenizer.from_pretrained(str(name_or_path), padding_side="left")
+    with quiet_unless_terminal():  # no "Loading weights" bar in notebook outputs
+        tokenizer = AutoTokenizer.from_pretrained(str(name_or_path), padding_side="left")
+        model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=_DTYPES[dtype])
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         vocab = tokenizer.get_vocab()
         tokenizer.pad_token = "<|endoftext|>" if "<|endoftext|>" in vocab else tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=_DTYPES[dtype])
     model.to(_device(device))
     model.eval()
     return model, tokenizer
@@ -167,8 +171,9 @@ def make_tiny_policy(cfg: PolicyConfig, env_names: list[str], out_dir: Path, *, 
     model.generation_config.pad_token_id = vocab["<|endoftext|>"]
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out_dir)
-    tokenizer.save_pretrained(out_dir)
+    with quiet_unless_terminal():
+        model.save_pretrained(out_dir)
+        tokenizer.save_pretrained(out_dir)
     return out_dir
 
 

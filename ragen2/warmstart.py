@@ -3,7 +3,7 @@
 A share ``template_fraction`` of the episodes carries a generic reasoning text that ignores the state
 (:data:`ragen2.rollout.expert.TEMPLATE_THINKS`); the rest carry the expert's grounded reasoning. How
 strong and how faithful the warm start is decides whether template collapse can appear later
-(``cpu-scale-probe.md``), so ``warm_start.json`` records the greedy success and template share.
+(docs/method.md §7.0), so ``warm_start.json`` records the greedy success and template share.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from ragen2 import envs
 from ragen2.config import EnvConfig, RunConfig, to_dict
 from ragen2.policy import load_policy, resolve_policy
+from ragen2.quiet import quiet_unless_terminal
 from ragen2.rollout.collect import collect_rollouts
 from ragen2.rollout.expert import TEMPLATE_THINKS, ExpertEpisode, expert_episode, is_template
 from ragen2.rollout.prompt import resolve_limits
@@ -228,8 +229,9 @@ def warm_start(cfg: RunConfig, out_dir: Path, *, base_policy: Path) -> Path:
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-", dir=out_dir.parent))
     try:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
+        with quiet_unless_terminal():
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
         (tmp / "warm_start.json").write_text(json.dumps(report, indent=2) + "\n")
         if out_dir.exists():
             shutil.rmtree(out_dir)

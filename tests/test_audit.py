@@ -44,7 +44,7 @@ def test_all_zero_scores_have_no_signal():
     assert report.rv_summary["mean"] == 0.0 and report.rv_summary["max"] == 0.0
     assert report.histogram["count"].tolist() == [5]
     linear = report.keep_ratios.query("strategy == 'top_p' and mode == 'linear' and value < 1")
-    assert (linear.kept_ratio == 0).all()  # linear top-p skips an all-zero step (spec 4.3)
+    assert (linear.kept_ratio == 0).all()  # linear top-p skips an all-zero step (docs/method.md §4.3)
     assert report.suggestion.rule == "no_signal"
     assert report.suggestion.include_zero and report.suggestion.value == 1.0
     assert _strict_json(report)["rv_summary"]["dispersion"] is None

@@ -12,6 +12,7 @@ from ragen2.config import (
     RunConfig,
     apply_overrides,
     deep_merge,
+    flatten,
     from_dict,
     load_config,
     run_ids,
@@ -86,3 +87,20 @@ def test_unknown_run_id(tmp_path):
         load_config("b", p)
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(None, tmp_path / "missing.yaml")
+
+
+def test_collapse_alarm_floors_validate_and_match_the_monitor():
+    from ragen2.config import CollapseConfig
+    from ragen2.metrics import CollapseMonitor
+
+    cfg, monitor = CollapseConfig(), CollapseMonitor()
+    assert (cfg.warn_min_peak, cfg.warn_noise_sigmas) == (monitor.warn_min_peak, monitor.warn_noise_sigmas)
+    assert CollapseConfig(warn_min_peak=0.0, warn_noise_sigmas=0.0).warn_noise_sigmas == 0.0
+    with pytest.raises(ConfigError, match=r"collapse.warn_min_peak=-0.1: must be >= 0"):
+        CollapseConfig(warn_min_peak=-0.1)
+    with pytest.raises(ConfigError, match="collapse.warn_noise_sigmas"):
+        CollapseConfig(warn_noise_sigmas=float("inf"))
+
+
+def test_flatten_dotted_keys():
+    assert flatten({"a": {"b": 1, "c": {"d": [1, 2]}}, "e": "x"}) == {"a.b": 1, "a.c.d": (1, 2), "e": "x"}

@@ -1,4 +1,4 @@
-"""Tests of ragen2.filter: the selection table (spec 4.3), brute-force references, metrics, errors."""
+"""Tests of ragen2.filter: the selection table (docs/method.md §4.3), brute-force references, metrics, errors."""
 
 from __future__ import annotations
 
@@ -21,22 +21,22 @@ FROZENLAKE_SIGMAS = [0.5, 0.5, 0.48, 0.3, 0, 0, 0, 0]
 
 # (id, scores, config kwargs, expected kept indices)
 SELECTION_TABLE = [
-    # --- the spec's worked checks (4.3), verbatim ---
-    ("spec linear p.6", [4, 3, 2, 1], dict(value=0.6), [0, 1]),
-    ("spec linear [10,1,0,0]", [10, 1, 0, 0], dict(value=0.9, include_zero=False), [0]),
-    ("spec linear [4,2,0,0]", [4, 2, 0, 0], dict(value=0.9, include_zero=False), [0, 1]),
-    ("spec linear [3,1,1,0]", [3, 1, 1, 0], dict(value=0.9, include_zero=False), [0, 1, 2]),
-    ("spec linear all zero", [0, 0, 0], dict(value=0.9), []),
-    ("spec softmax [10,1,0,0]", [10, 1, 0, 0], dict(value=0.9, top_p_mode="softmax", include_zero=False), [0]),
-    ("spec softmax [4,2,0,0]", [4, 2, 0, 0], dict(value=0.9, top_p_mode="softmax", include_zero=False), [0, 1]),
-    ("spec softmax [1,1,1]", [1, 1, 1], dict(value=0.6, top_p_mode="softmax"), [0, 1]),
-    ("spec softmax [1,1,1,0]", [1, 1, 1, 0], dict(value=0.6, top_p_mode="softmax", include_zero=False), [0, 1]),
+    # --- the worked checks of docs/method.md §4.3 ---
+    ("method linear p.6", [4, 3, 2, 1], dict(value=0.6), [0, 1]),
+    ("method linear [10,1,0,0]", [10, 1, 0, 0], dict(value=0.9, include_zero=False), [0]),
+    ("method linear [4,2,0,0]", [4, 2, 0, 0], dict(value=0.9, include_zero=False), [0, 1]),
+    ("method linear [3,1,1,0]", [3, 1, 1, 0], dict(value=0.9, include_zero=False), [0, 1, 2]),
+    ("method linear all zero", [0, 0, 0], dict(value=0.9), []),
+    ("method softmax [10,1,0,0]", [10, 1, 0, 0], dict(value=0.9, top_p_mode="softmax", include_zero=False), [0]),
+    ("method softmax [4,2,0,0]", [4, 2, 0, 0], dict(value=0.9, top_p_mode="softmax", include_zero=False), [0, 1]),
+    ("method softmax [1,1,1]", [1, 1, 1], dict(value=0.6, top_p_mode="softmax"), [0, 1]),
+    ("method softmax [1,1,1,0]", [1, 1, 1, 0], dict(value=0.6, top_p_mode="softmax", include_zero=False), [0, 1]),
     # The same with include_zero=True: pi = e/(3e+1) = 0.297 each, so 3 groups are needed for 0.6.
     ("softmax [1,1,1,0] zero kept", [1, 1, 1, 0], dict(value=0.6, top_p_mode="softmax"), [0, 1, 2]),
-    ("spec p=1 include_zero", [3, 0, 1, 0], dict(value=1.0, include_zero=True), [0, 1, 2, 3]),
-    ("spec figure 9,5,1", [9, 1, 5], dict(value=0.9), [0, 2]),
-    ("spec softmax sokoban scale", SOKOBAN_SIGMAS, dict(value=0.9, top_p_mode="softmax"), [0, 1]),
-    ("spec softmax frozenlake scale", FROZENLAKE_SIGMAS, dict(value=0.9, top_p_mode="softmax"),
+    ("method p=1 include_zero", [3, 0, 1, 0], dict(value=1.0, include_zero=True), [0, 1, 2, 3]),
+    ("method figure 9,5,1", [9, 1, 5], dict(value=0.9), [0, 2]),
+    ("method softmax sokoban scale", SOKOBAN_SIGMAS, dict(value=0.9, top_p_mode="softmax"), [0, 1]),
+    ("method softmax frozenlake scale", FROZENLAKE_SIGMAS, dict(value=0.9, top_p_mode="softmax"),
      [0, 1, 2, 3, 4, 5, 6]),
     # --- top_p edge cases ---
     ("linear zeros never picked", [2, 0, 0, 2], dict(value=0.99), [0, 3]),

@@ -60,7 +60,7 @@ def test_a_command_is_required():
 
 
 def test_claims_command_merges_section_files(tmp_path, capsys):
-    from ragen2.claims import write_claims
+    from ragen2.repro.claims import write_claims
 
     write_claims("a", [("C1", "agree", "diff +3")], tmp_path)
     write_claims("b", [("C5", "inconclusive", "n=2")], tmp_path)

@@ -34,6 +34,7 @@ import numpy as np
 import torch
 
 from ragen2.config import RunConfig, load_config, read_params
+from ragen2.errors import ConfigError
 from ragen2.rollout.types import RolloutBatch
 
 PROFILE_RUNS = {"grpo": "frozenlake__grpo__none__main__s0", "ppo": "frozenlake__ppo__none__main__s0"}
@@ -45,11 +46,11 @@ def profile_config(algo: str, params_path: Path, overrides: tuple[str, ...] = ()
     """The run config of the CPU profile's main ``algo`` run from ``params_path`` (must hold the ``cpu`` profile).
 
     Raises:
-        ValueError: the params file holds another profile (its shapes would be measured instead).
+        ConfigError: the params file holds another profile (its shapes would be measured instead).
     """
     profile = (read_params(params_path).get("pipeline") or {}).get("profile")
     if profile != "cpu":
-        raise ValueError(f"{params_path} holds the {profile!r} profile; step_over_floor measures the cpu profile "
+        raise ConfigError(f"{params_path} holds the {profile!r} profile; step_over_floor measures the cpu profile "
                          "(python -m ragen2 profile cpu --write params.yaml)")
     cfg = load_config(PROFILE_RUNS[algo], params_path=params_path, overrides=list(overrides))
     return dataclasses.replace(cfg, policy=dataclasses.replace(cfg.policy, device="cpu"))

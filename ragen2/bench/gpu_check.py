@@ -78,7 +78,7 @@ class StubTokenizer:
 
 
 def trainer_config(algo: str, shape: BatchShape) -> TrainerConfig:
-    """The paper's trainer settings (spec 6.4) with the memory switches of this check."""
+    """The paper's trainer settings (docs/method.md §6.4) with the memory switches of this check."""
     return TrainerConfig(algo=algo, actor_lr=1e-6, critic_lr=1e-5, mini_batch_size=shape.mini_batch,
                          micro_batch_size=shape.micro_batch, logprob_micro_batch_size=shape.logprob_micro_batch,
                          entropy_coef=0.001, kl_coef=0.0, precision=PRECISION, gradient_checkpointing=True)

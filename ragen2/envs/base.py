@@ -74,7 +74,7 @@ class ExpertMove:
 
 @dataclass(frozen=True)
 class AgentDefaults:
-    """Per-environment agent-loop defaults (spec section 2.1)."""
+    """Per-environment agent-loop defaults (docs/method.md §2.1)."""
 
     max_turns: int = 5
     max_actions_per_turn: int = 2

@@ -1,4 +1,4 @@
-"""DeepCoder: write a Python program that passes a problem's hidden tests (spec section 1.7).
+"""DeepCoder: write a Python program that passes a problem's hidden tests (docs/method.md §1.7).
 
 ## Description
 
@@ -17,7 +17,7 @@ warning where bubblewrap cannot run).
 Python source code, bare or in a fenced block (the last `````python`` / `````py`` / bare `````
 block is used; an unclosed final fence, as in a cut-off generation, runs to the end of the text).
 If the code has no ``class Solution`` but the starter code defines one and the code starts with
-``def ``, the code is indented into ``class Solution:`` (spec). Empty code, a response whose only
+``def ``, the code is indented into ``class Solution:`` (as the reference does). Empty code, a response whose only
 fenced blocks are in another language, and code containing control characters other than
 whitespace (e.g. NUL) are invalid: nothing changes, reward 0, ``action_is_valid=False``.
 
@@ -57,7 +57,7 @@ Terminated after the first valid action (``success`` = every test passed).
 - ``family`` (str or None): restrict the offline world to one family (see ``FAMILIES``).
 - ``data_path`` (path or None): a DeepCoder ``.parquet``/``.jsonl``/``.json`` file; None uses the
   offline world (``difficulty`` and ``family`` must then stay at their defaults).
-- ``time_limit_s`` (float, 3.0): wall-clock limit for the whole test suite (spec: 3 s).
+- ``time_limit_s`` (float, 3.0): wall-clock limit for the whole test suite (the reference: 3 s).
 - ``memory_mb`` (int, 1024), ``max_processes`` (int, 16): sandbox limits.
 - ``backend`` (``"auto"``, ``"bwrap"`` or ``"rlimit"``): see :func:`ragen2.envs.sandbox.run_tests`.
 - ``cache_results`` (bool, True): reuse verdicts for identical (problem, code) pairs.
@@ -128,7 +128,7 @@ def extract_code(action: str) -> str | None:
 
 
 def apply_starter(code: str, starter_code: str) -> str:
-    """Indent a bare method body into ``class Solution`` when the starter code expects one (spec 1.7)."""
+    """Indent a bare method body into ``class Solution`` when the starter code expects one (docs/method.md §1.7)."""
     if "class Solution" in code or "class Solution" not in starter_code or not code.lstrip().startswith("def "):
         return code
     return "class Solution:\n" + textwrap.indent(code, "    ")

@@ -1,4 +1,4 @@
-"""FrozenLake as a text game (``ragen2/FrozenLake-v0``, spec section 1.2, tag ``CoordFrozenLake``).
+"""FrozenLake as a text game (``ragen2/FrozenLake-v0``, docs/method.md §1.2, tag ``CoordFrozenLake``).
 
 ## Description
 

@@ -1,4 +1,4 @@
-"""MetaMathQA: answer a math word problem, with a halving reward for each retry (spec section 1.4).
+"""MetaMathQA: answer a math word problem, with a halving reward for each retry (docs/method.md §1.4).
 
 The offline world is a seeded generator of integer-answer arithmetic word problems of three
 difficulty levels; the real world is MetaMathQA (``meta-math/MetaMathQA``) read from a local file.

@@ -315,7 +315,7 @@ def run_tests(
     Args:
         code: the Python source to test (untrusted).
         tests: DeepCoder-schema tests, see :func:`validate_tests`.
-        time_limit_s: wall-clock limit for the whole suite (spec: 3 s). The CPU limit per process
+        time_limit_s: wall-clock limit for the whole suite (the reference: 3 s). The CPU limit per process
             is ``ceil(time_limit_s) + 1`` s; starting the sandbox gets up to ``STARTUP_GRACE_S`` more.
         memory_mb: address-space limit per process.
         max_processes: processes and threads allowed inside the sandbox.

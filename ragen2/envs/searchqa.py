@@ -1,4 +1,4 @@
-"""SearchQA: answer a (multi-hop) question by searching a passage corpus with BM25 (spec section 1.5).
+"""SearchQA: answer a (multi-hop) question by searching a passage corpus with BM25 (docs/method.md §1.5).
 
 The offline world is a seeded synthetic knowledge base (people, cities, countries, companies,
 rivers) with one passage per entity plus distractor passages, and questions that need one or two

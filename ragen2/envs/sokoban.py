@@ -1,4 +1,4 @@
-"""Sokoban as a text game (``ragen2/Sokoban-v0``, spec section 1.1, tag ``CoordSokoban``).
+"""Sokoban as a text game (``ragen2/Sokoban-v0``, docs/method.md §1.1, tag ``CoordSokoban``).
 
 ## Description
 

@@ -2,7 +2,7 @@
 
 ## Description
 
-A shop simulator in the style of WebShop's text mode (spec section 1.6). The agent reads a shopping
+A shop simulator in the style of WebShop's text mode (docs/method.md §1.6). The agent reads a shopping
 instruction ("i need a men's shirt that is long sleeve and cotton with size: large, and color: red,
 and price lower than 40.00 dollars"), searches the catalog, pages through the results (10 per page,
 at most 50), opens a product, picks its options (size, colour, ...) and clicks ``buy now``. Product

@@ -2,13 +2,13 @@
 
 :class:`SNRFilterGRPOTrainer` is ``GRPOTrainer`` plus two things, both off by default:
 
-1. **Group filtering** (spec 4). After TRL has generated, scored and normalised a generation batch,
+1. **Group filtering** (docs/method.md §4). After TRL has generated, scored and normalised a generation batch,
    the prompt groups (``rewards.view(-1, num_generations)``) are scored on their **raw** rewards and
    selected with :func:`ragen2.filter.apply_filter`; every row of a dropped group leaves the batch,
    so it reaches neither the loss nor its normaliser. Advantages are TRL's, computed per group
    before the filter, so the kept groups' advantages do not change (except with
    ``scale_rewards="batch"``).
-2. **MI diagnostics** (spec 5). Every ``mi_every`` steps, on the *unfiltered* batch, sampled
+2. **MI diagnostics** (docs/method.md §5). Every ``mi_every`` steps, on the *unfiltered* batch, sampled
    (prompt, reasoning) pairs are cross-scored with :func:`ragen2.metrics.cross_logprobs` and turned
    into :func:`ragen2.metrics.mi_proxies` (plus a :class:`ragen2.metrics.CollapseMonitor` EMA).
 
@@ -65,10 +65,11 @@ from ragen2.filter import FilterConfig, FilterOutcome, apply_filter, keep_rate_s
 from ragen2.integrations.trl_env import env_reward_func, make_env_dataset, make_env_rollout_func
 from ragen2.metrics import CollapseMonitor, cross_logprobs, mi_proxies
 from ragen2.metrics.collapse import CollapsePairs
+from ragen2.metrics.mi import WARN_MIN_PEAK, WARN_NOISE_SIGMAS
 from ragen2.rollout.parse import TAG_STRINGS
 
 __all__ = ["SNRFilterConfig", "SNRFilterGRPOTrainer", "FilterStep", "RowPlan", "plan_local_rows",
-           "select_rows", "filter_generation_batch", "reasoning_text", "sample_mi_pairs",
+           "select_rows", "filter_generation_batch", "reasoning_text", "opening_length", "sample_mi_pairs",
            "make_env_rollout_func", "make_env_dataset", "env_reward_func"]
 
 _NOT_ROW_ALIGNED = ("pixel_values", "image_grid_thw", "pixel_attention_mask", "spatial_shapes", "image_sizes",
@@ -81,7 +82,7 @@ class SNRFilterConfig:
     """Settings of :class:`SNRFilterGRPOTrainer`; the defaults change nothing about ``GRPOTrainer``."""
 
     filter: FilterConfig = FilterConfig(strategy="none", loss_scaling="none")
-    """Group scoring and selection (spec 4). ``strategy="none"`` (default) keeps every group. Its own
+    """Group scoring and selection (docs/method.md §4). ``strategy="none"`` (default) keeps every group. Its own
     ``loss_scaling`` is ignored: :attr:`loss_scaling` below is used instead."""
     loss_scaling: str = "none"
     """``none`` | ``keep_rate`` | ``sqrt_keep_rate``: scale the kept advantages by rho or sqrt(rho)."""
@@ -98,6 +99,14 @@ class SNRFilterConfig:
     """Epsilon of the MI z-scores."""
     mi_ema_decay: float = 0.9
     """Decay of the marginal-std EMA (``mi/marginal_std_ema``, ``mi/mi_zscore_ema``)."""
+    mi_warn_drop: float = 0.5
+    """Warn (:class:`ragen2.metrics.CollapseWarning`, ``mi/collapse_alarm``) when ``mi/mi_zscore_ema``
+    falls this fraction below its running peak."""
+    mi_warn_min_peak: float = WARN_MIN_PEAK
+    """... but only once that peak has reached this z-score (below it the z-score is noise around 0)."""
+    mi_warn_noise_sigmas: float = WARN_NOISE_SIGMAS
+    """... and only when the peak clears 0, and the fall exceeds the estimator's noise, by this many
+    standard errors (clustered by prompt; 0 = off)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.filter, FilterConfig):
@@ -110,6 +119,12 @@ class SNRFilterConfig:
                 raise ValueError(f"SNRFilterConfig.{name} must be >= 1, got {getattr(self, name)!r}")
         if not 0 <= self.mi_ema_decay < 1:
             raise ValueError(f"SNRFilterConfig.mi_ema_decay must be in [0, 1), got {self.mi_ema_decay!r}")
+        if not 0 < self.mi_warn_drop <= 1:
+            raise ValueError(f"SNRFilterConfig.mi_warn_drop must be in (0, 1], got {self.mi_warn_drop!r}")
+        for name in ("mi_warn_min_peak", "mi_warn_noise_sigmas"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                raise ValueError(f"SNRFilterConfig.{name} must be a finite number >= 0, got {value!r}")
 
     @property
     def filter_config(self) -> FilterConfig:
@@ -225,7 +240,7 @@ def filter_generation_batch(batch: dict[str, Any], plan: RowPlan, *, advantage_s
 def reasoning_text(completion: str) -> str:
     """The reasoning of a completion: the text between ``<think>`` and ``</think>`` (the text before
     ``</think>`` when the prompt already opened the tag; everything after an unclosed ``<think>``),
-    else the whole completion; tag strings removed, whitespace trimmed (spec 5.2)."""
+    else the whole completion; tag strings removed, whitespace trimmed (docs/method.md §5.2)."""
     head, closed, _ = completion.partition("</think>")
     if "<think>" in head:
         text = head.split("<think>", 1)[1]
@@ -236,9 +251,22 @@ def reasoning_text(completion: str) -> str:
     return text.strip()
 
 
+def opening_length(tokenizer, segment: Sequence[int]) -> int:
+    """How many leading tokens of a completion segment precede its reasoning: those through the opening
+    ``<think>`` when the segment opens one before any ``</think>``, else 0 (the prompt opened the tag,
+    or there is none)."""
+    text = tokenizer.decode(list(segment), skip_special_tokens=True)
+    if "<think>" not in text.partition("</think>")[0]:
+        return 0
+    for k in range(1, len(segment) + 1):
+        if "<think>" in tokenizer.decode(list(segment[:k]), skip_special_tokens=True):
+            return k
+    return 0
+
+
 def sample_mi_pairs(prompts: Sequence[Sequence[int]], reasonings: Sequence[Sequence[int]],
                     groups: Sequence[int], num_samples: int, rng: np.random.Generator) -> CollapsePairs:
-    """Sample rows with a non-empty reasoning; columns = their distinct groups (spec 5.3, first turn).
+    """Sample rows with a non-empty reasoning; columns = their distinct groups (docs/method.md §5.3, first turn).
 
     A column's prompt is its first sampled member's prompt; equal prompt ids give equal keys.
     """
@@ -292,8 +320,10 @@ class SNRFilterGRPOTrainer(GRPOTrainer):
         """The dataset rows of the generation in progress (read by the env ``rollout_func``)."""
         self.last_filter: FilterStep | None = None
         self._raw_rewards: torch.Tensor | None = None
-        self._mi_monitor = CollapseMonitor(ema_decay=self.snr_config.mi_ema_decay,
-                                           std_eps=self.snr_config.mi_std_eps)
+        snr = self.snr_config
+        self._mi_monitor = CollapseMonitor(ema_decay=snr.mi_ema_decay, warn_drop=snr.mi_warn_drop,
+                                           std_eps=snr.mi_std_eps, warn_min_peak=snr.mi_warn_min_peak,
+                                           warn_noise_sigmas=snr.mi_warn_noise_sigmas)
         super().__init__(*args, **kwargs)
         name = self.snr_config.reward_func
         if name is not None and name not in self.reward_func_names:
@@ -392,8 +422,10 @@ class SNRFilterGRPOTrainer(GRPOTrainer):
         offset = self.accelerator.process_index * prompt_ids.shape[0]
         prompts, reasonings, groups = [], [], []
         for row in range(prompt_ids.shape[0]):
-            prompts.append(prompt_ids[row][prompt_mask[row]].tolist())
             segment = _first_segment(output["completion_ids"][row], model_mask[row])
+            # X ends where the reasoning begins: the prompt plus the opening <think> the model wrote, the
+            # context z was generated in (ragen2's own generation prompt ends with that tag).
+            prompts.append(prompt_ids[row][prompt_mask[row]].tolist() + segment[:opening_length(tokenizer, segment)])
             text = reasoning_text(tokenizer.decode(segment, skip_special_tokens=True))
             reasonings.append(tokenizer(text, add_special_tokens=False)["input_ids"] if text else [])
             groups.append((offset + row) // self.num_generations)
@@ -409,9 +441,9 @@ class SNRFilterGRPOTrainer(GRPOTrainer):
         logp_sum, lengths = cross_logprobs(model, tokenizer, pairs.prompts, pairs.reasonings,
                                            batch_size=self.snr_config.mi_batch_size,
                                            temperature=float(self.temperature))
-        metrics = mi_proxies(logp_sum, lengths, pairs.prompt_index, pairs.prompt_keys,
-                             std_eps=self.snr_config.mi_std_eps)
-        for name, value in self._mi_monitor.update(metrics).items():
+        metrics, rows = mi_proxies(logp_sum, lengths, pairs.prompt_index, pairs.prompt_keys,
+                                   std_eps=self.snr_config.mi_std_eps, return_rows=True)
+        for name, value in self._mi_monitor.update(metrics, rows).items():
             self._log(f"mi/{name}", value)
         self._log("mi/skipped", 0.0)
         self._log("mi/seconds", time.perf_counter() - start)

@@ -61,7 +61,7 @@ class EnvRolloutSettings:
     max_new_tokens: int = 64
     """New tokens per turn."""
     max_context_tokens: int = 2048
-    """Context cap; the oldest turns are dropped to fit (spec 2.9)."""
+    """Context cap; the oldest turns are dropped to fit (docs/method.md §2.9)."""
     format_penalty: float = -0.1
     """Added to the trajectory score for every turn without a valid action."""
 
@@ -175,7 +175,7 @@ def make_env_rollout_func(env_name: str, env_kwargs: dict[str, Any] | None = Non
         env_kwargs: constructor keyword arguments of the environment.
         max_turns, max_actions_per_turn, max_actions_per_traj: agent-loop limits (0 = env default).
         max_new_tokens: new tokens per turn.
-        max_context_tokens: context cap per generation (oldest turns dropped, spec 2.9).
+        max_context_tokens: context cap per generation (oldest turns dropped, docs/method.md §2.9).
         format_penalty: added to the score for every turn without a valid action.
 
     Returns:

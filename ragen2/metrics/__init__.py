@@ -1,9 +1,9 @@
-"""Collapse diagnostics: MI proxies (spec 5), the cross log-prob scorer, toy policies.
+"""Collapse diagnostics: MI proxies (docs/method.md §5), the cross log-prob scorer, toy policies.
 
-- :func:`mi_proxies` and :class:`CollapseMonitor` (``ragen2.metrics.mi``): the metrics of spec 5.5.
+- :func:`mi_proxies` and :class:`CollapseMonitor` (``ragen2.metrics.mi``): the metrics of docs/method.md §5.5.
 - :func:`cross_logprobs` / :func:`naive_cross_logprobs` (``ragen2.metrics.scoring``): the
-  ``log p(z_i | x_j)`` matrix from a causal LM (spec 5.4).
-- ``ragen2.metrics.collapse``: sampling (prompt, reasoning) pairs from a rollout batch (spec 5.3)
+  ``log p(z_i | x_j)`` matrix from a causal LM (docs/method.md §5.4).
+- ``ragen2.metrics.collapse``: sampling (prompt, reasoning) pairs from a rollout batch (docs/method.md §5.3)
   and the per-step ``collapse_*`` metrics.
 - ``ragen2.metrics.toy``: mixture policies with known I(X;Z), H(Z|X), H(Z) for teaching and tests.
 """

@@ -1,4 +1,4 @@
-"""The per-step collapse diagnostics of a rollout batch (spec 5.2, 5.3): sampling pairs, then metrics.
+"""The per-step collapse diagnostics of a rollout batch (docs/method.md §5.2, §5.3): sampling pairs, then metrics.
 
 Two families of (prompt X, reasoning Z) pairs are drawn from the *unfiltered* batch. A turn is
 *valid* when its reasoning (the text inside ``<think>...</think>``, tags excluded) is non-empty.
@@ -100,7 +100,7 @@ def _trajectory_pairs(batch: RolloutBatch, num_samples: int, rng: np.random.Gene
 
 def collapse_pairs(batch: RolloutBatch, family: Family, num_samples: int,
                    rng: np.random.Generator) -> CollapsePairs:
-    """Sample one family's (prompts, reasonings, prompt_index, prompt_keys) from a batch (spec 5.3).
+    """Sample one family's (prompts, reasonings, prompt_index, prompt_keys) from a batch (docs/method.md §5.3).
 
     Args:
         batch: the unfiltered rollout batch.
@@ -121,7 +121,7 @@ def collapse_pairs(batch: RolloutBatch, family: Family, num_samples: int,
 
 
 def validity_counts(batch: RolloutBatch) -> dict[str, float]:
-    """The ``collapse/...`` counts of valid reasoning in a batch (spec 5.2)."""
+    """The ``collapse/...`` counts of valid reasoning in a batch (docs/method.md §5.2)."""
     responded = [turn for t in batch.trajectories for turn in t.turns if turn.response_text]
     valid = [turn for turn in responded if turn.reasoning_ids]
     total = len(batch.trajectories)
@@ -143,8 +143,8 @@ def collapse_metrics(model, tokenizer, batch: RolloutBatch, cfg: CollapseConfig,
         model: the current actor (a causal LM); scored at temperature 1.0.
         tokenizer: unused (the pairs are token ids already); kept for the callers.
         batch: the rollout batch.
-        cfg: ``num_samples``, the two ``*_enabled`` switches, ``std_eps``; ``ema_decay`` and
-            ``warn_drop`` for monitors created here.
+        cfg: ``num_samples``, the two ``*_enabled`` switches, ``std_eps``; ``ema_decay``, ``warn_drop``,
+            ``warn_min_peak`` and ``warn_noise_sigmas`` for monitors created here.
         rng: random generator for the samples.
         monitors: per-family :class:`CollapseMonitor` s, keyed by family name, kept by the caller
             across steps; missing entries are created. None: no EMA metrics.
@@ -173,11 +173,14 @@ def collapse_metrics(model, tokenizer, batch: RolloutBatch, cfg: CollapseConfig,
             out[prefix + "skipped"] = 1.0
             continue
         logp_sum, lengths = scorer(pairs.prompts, pairs.reasonings)
-        metrics = mi_proxies(logp_sum, lengths, pairs.prompt_index, pairs.prompt_keys, std_eps=cfg.std_eps)
+        metrics, rows = mi_proxies(logp_sum, lengths, pairs.prompt_index, pairs.prompt_keys, std_eps=cfg.std_eps,
+                                   return_rows=True)
         if monitors is not None:
             if family not in monitors:
-                monitors[family] = CollapseMonitor(cfg.ema_decay, cfg.warn_drop, cfg.std_eps)
-            metrics = monitors[family].update(metrics)
+                monitors[family] = CollapseMonitor(cfg.ema_decay, cfg.warn_drop, cfg.std_eps,
+                                                   warn_min_peak=cfg.warn_min_peak,
+                                                   warn_noise_sigmas=cfg.warn_noise_sigmas)
+            metrics = monitors[family].update(metrics, rows)
         out[prefix + "skipped"] = 0.0
         out.update({prefix + k: v for k, v in metrics.items()})
     return out

@@ -1,4 +1,4 @@
-"""Mutual-information proxies of reasoning collapse (spec 5.5) and an EMA monitor over training.
+"""Mutual-information proxies of reasoning collapse (docs/method.md §5.5) and an EMA monitor over training.
 
 Setting: M reasoning samples ``z_i`` (rows) and N prompts ``x_j`` (columns); row i was generated
 from its true column ``c(i)``. Given the cross log-probabilities ``L_sum[i, j] = log p(z_i | x_j)``
@@ -51,6 +51,29 @@ class MIRows:
     """[M] the same from ``L_sum``."""
     marginal_seq: np.ndarray
     """[M] the same from ``L_sum``."""
+    prompt_class: np.ndarray | None = None
+    """[M] which distinct prompt (key) each row came from: rows of one prompt are not independent
+    samples, so :func:`gap_stderr` treats them as one cluster. None = every row its own."""
+
+
+def gap_stderr(rows: MIRows) -> float:
+    """Standard error of ``mean_i(matched_i - marginal_i)`` (per token), clustered by prompt.
+
+    A batch draws a few prompts and several reasonings from each, so most of the estimate's noise is
+    which prompts were drawn; the cluster-robust (CR1) error counts it, a plain ``std / sqrt(M)`` does
+    not. With fewer than 2 prompts it falls back to rows as clusters; with fewer than 2 rows it is 0.
+    """
+    gap = np.asarray(rows.matched, dtype=np.float64) - np.asarray(rows.marginal, dtype=np.float64)
+    num_rows = gap.size
+    if num_rows < 2:
+        return 0.0
+    classes = np.arange(num_rows) if rows.prompt_class is None else np.asarray(rows.prompt_class)
+    _, cluster = np.unique(classes, return_inverse=True)
+    num_clusters = int(cluster.max()) + 1
+    if num_clusters < 2:
+        cluster, num_clusters = np.arange(num_rows), num_rows
+    sums = np.bincount(cluster, weights=gap - gap.mean(), minlength=num_clusters)
+    return float(math.sqrt(num_clusters / (num_clusters - 1) * np.sum(sums ** 2)) / num_rows)
 
 
 def _logmeanexp_rows(mat: np.ndarray) -> np.ndarray:
@@ -112,7 +135,7 @@ def _retrieval(per_token: np.ndarray, index: np.ndarray, keys: Sequence[Hashable
 def mi_proxies(logp_sum: np.ndarray, lengths: np.ndarray, prompt_index: np.ndarray,
                prompt_keys: Sequence[Hashable] | None = None, std_eps: float = 1e-3,
                return_rows: bool = False) -> dict[str, float] | tuple[dict[str, float], MIRows]:
-    """The MI / entropy / retrieval proxies of one batch (spec 5.5).
+    """The MI / entropy / retrieval proxies of one batch (docs/method.md §5.5).
 
     Args:
         logp_sum: ``[M, N]`` ``log p(z_i | x_j)`` summed over z_i's tokens. ``-inf`` is allowed off
@@ -161,8 +184,18 @@ def mi_proxies(logp_sum: np.ndarray, lengths: np.ndarray, prompt_index: np.ndarr
     out["marginal_log_prob_mean"] = float(np.mean(marginal))
     out.update(_retrieval(per_token, index, keys))
     if return_rows:
-        return out, MIRows(matched, marginal, matched_seq, marginal_seq)
+        key_ids: dict = {}
+        column_class = np.array([key_ids.setdefault(k, len(key_ids)) for k in keys])
+        return out, MIRows(matched, marginal, matched_seq, marginal_seq, prompt_class=column_class[index])
     return out
+
+
+WARN_MIN_PEAK = 0.1
+"""Default :attr:`CollapseMonitor.warn_min_peak`. An input-independent policy reads about 0 (a
+random-initialised tiny Llama in ``examples/trl_snr_filter.py``: -0.01 to 0.10), while the warm-started
+CPU-profile runs start at 0.4-0.9 and peak at 0.9-1.4, far above it."""
+WARN_NOISE_SIGMAS = 2.0
+"""Default :attr:`CollapseMonitor.warn_noise_sigmas`: about a 2.5 % one-sided chance per comparison."""
 
 
 class CollapseWarning(UserWarning):
@@ -170,7 +203,7 @@ class CollapseWarning(UserWarning):
 
 
 class CollapseMonitor:
-    """EMA of the marginal std across compute steps, one monitor per metric family (spec 5.5).
+    """EMA of the marginal std across compute steps, one monitor per metric family (docs/method.md §5.5).
 
     ``marginal_std_ema`` starts at the first value and then follows ``decay * ema + (1 - decay) *
     current``. ``mi_zscore_ema = mean_i[(matched_i - marginal_i) / (ema + std_eps)]``; the
@@ -179,45 +212,91 @@ class CollapseMonitor:
     comparable across steps: a per-step std that itself shrinks under collapse would hide the drop.
 
     Alarm: when the per-token ``mi_zscore_ema`` falls below ``(1 - warn_drop) * peak``, where
-    ``peak`` is its running maximum (only a positive peak counts), a :class:`CollapseWarning` is
-    issued once; the alarm re-arms after the value recovers above that line. ``collapse_alarm``
-    (1.0 / 0.0) in the returned dict reports the current state.
+    ``peak`` is its running maximum, a :class:`CollapseWarning` is issued once; the alarm re-arms
+    after the value recovers above that line. Floors keep the estimator's noise from raising it:
+
+    - the peak must have reached ``warn_min_peak``: a policy whose z-score never left the noise
+      around 0 (a randomly initialised one) has no MI to lose;
+    - when :meth:`update` is given the rows (:class:`MIRows`), each z-score gets a standard error,
+      ``se = gap_stderr(rows) / (ema + std_eps)`` (clustered by prompt), and the peak must lie more
+      than ``warn_noise_sigmas`` of its own standard errors above 0, and the fall more than
+      ``warn_noise_sigmas * hypot(se_peak, se_now)`` below it. A random-initialised tiny Llama's
+      z-score reads -0.01 to 0.10 with standard errors of 0.08-0.18 (4 prompts x 4 reasonings).
+
+    The floors only ever suppress an alarm the plain rule would raise. ``collapse_alarm`` (1.0 / 0.0)
+    in the returned dict reports the current state.
 
     Args:
         ema_decay: weight of the old EMA, in [0, 1).
         warn_drop: fraction of the peak whose loss raises the alarm, in (0, 1].
         std_eps: epsilon added to the EMA in the z-score.
+        warn_min_peak: the alarm is armed only once the peak reaches this z-score (>= 0; a peak must
+            be positive in any case).
+        warn_noise_sigmas: how many standard errors the peak must clear 0 by and the fall must
+            exceed, when rows are given (>= 0; 0 = off).
     """
 
-    def __init__(self, ema_decay: float = 0.9, warn_drop: float = 0.5, std_eps: float = 1e-3) -> None:
+    warn_min_peak: float = WARN_MIN_PEAK
+    warn_noise_sigmas: float = WARN_NOISE_SIGMAS
+    peak_stderr: float = 0.0
+    # Class-level defaults: monitors pickled in checkpoints written before these settings existed
+    # unpickle without them and use the defaults.
+
+    def __init__(self, ema_decay: float = 0.9, warn_drop: float = 0.5, std_eps: float = 1e-3, *,
+                 warn_min_peak: float = WARN_MIN_PEAK, warn_noise_sigmas: float = WARN_NOISE_SIGMAS) -> None:
         if not 0 <= ema_decay < 1:
             raise ValueError(f"ema_decay must be in [0, 1), got {ema_decay!r}")
         if not 0 < warn_drop <= 1:
             raise ValueError(f"warn_drop must be in (0, 1], got {warn_drop!r}")
         if not std_eps >= 0:
             raise ValueError(f"std_eps must be >= 0, got {std_eps!r}")
+        for name, value in (("warn_min_peak", warn_min_peak), ("warn_noise_sigmas", warn_noise_sigmas)):
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
         self.ema_decay, self.warn_drop, self.std_eps = ema_decay, warn_drop, std_eps
+        self.warn_min_peak, self.warn_noise_sigmas = float(warn_min_peak), float(warn_noise_sigmas)
         self.ema: dict[str, float] = {}
         """Current EMA of ``marginal_std`` (key ``""``) and ``marginal_std_seq`` (key ``"_seq"``)."""
         self.peak = -math.inf
         """Running maximum of the per-token ``mi_zscore_ema``."""
+        self.peak_stderr = 0.0
+        """Standard error of the peak's z-score (0.0 when its update had no rows)."""
         self.alarm = False
         self.num_updates = 0
 
     def state_dict(self) -> dict[str, float | bool | int | dict[str, float]]:
         """Plain-Python state for checkpoints (loadable with ``torch.load(weights_only=True)``)."""
         return {"ema_decay": self.ema_decay, "warn_drop": self.warn_drop, "std_eps": self.std_eps,
-                "ema": dict(self.ema), "peak": self.peak, "alarm": self.alarm, "num_updates": self.num_updates}
+                "warn_min_peak": self.warn_min_peak, "warn_noise_sigmas": self.warn_noise_sigmas,
+                "ema": dict(self.ema), "peak": self.peak, "peak_stderr": self.peak_stderr, "alarm": self.alarm,
+                "num_updates": self.num_updates}
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore :meth:`state_dict` output."""
+        """Restore :meth:`state_dict` output (an older state without the floors gets the defaults)."""
         self.ema_decay, self.warn_drop, self.std_eps = state["ema_decay"], state["warn_drop"], state["std_eps"]
+        self.warn_min_peak = float(state.get("warn_min_peak", WARN_MIN_PEAK))
+        self.warn_noise_sigmas = float(state.get("warn_noise_sigmas", WARN_NOISE_SIGMAS))
         self.ema, self.peak = dict(state["ema"]), float(state["peak"])
+        self.peak_stderr = float(state.get("peak_stderr", 0.0))
         self.alarm, self.num_updates = bool(state["alarm"]), int(state["num_updates"])
 
-    def update(self, metrics: dict[str, float]) -> dict[str, float]:
+    def zscore_stderr(self, rows: MIRows) -> float:
+        """Standard error of the current per-token ``mi_zscore_ema``: :func:`gap_stderr` over the EMA."""
+        return gap_stderr(rows) / (self.ema[""] + self.std_eps)
+
+    def _alarming(self, zscore: float, stderr: float) -> bool:
+        """Whether ``zscore`` (standard error ``stderr``) is in alarm territory given the peak (the rule above)."""
+        sigmas = self.warn_noise_sigmas
+        return (self.peak > 0 and self.peak >= self.warn_min_peak and self.peak > sigmas * self.peak_stderr
+                and zscore < (1 - self.warn_drop) * self.peak
+                and self.peak - zscore > sigmas * math.hypot(self.peak_stderr, stderr))
+
+    def update(self, metrics: dict[str, float], rows: MIRows | None = None) -> dict[str, float]:
         """``metrics`` (from :func:`mi_proxies`) plus ``marginal_std_ema``, ``marginal_std_ema_seq``,
-        ``mi_zscore_ema``, ``mi_zscore_ema_seq``, ``mi_zscore_ema_peak`` and ``collapse_alarm``."""
+        ``mi_zscore_ema``, ``mi_zscore_ema_seq``, ``mi_zscore_ema_peak`` and ``collapse_alarm``.
+
+        ``rows``: the same batch's :class:`MIRows` (``mi_proxies(..., return_rows=True)``); they give the
+        noise floor of the alarm. Without them only ``warn_drop`` and ``warn_min_peak`` apply."""
         out = dict(metrics)
         for suffix in ("", "_seq"):
             current = float(metrics[f"marginal_std{suffix}"])
@@ -228,8 +307,10 @@ class CollapseMonitor:
             out[f"mi_zscore_ema{suffix}"] = float(metrics[f"mi{suffix}_estimate"]) / (ema + self.std_eps)
         self.num_updates += 1
         zscore = out["mi_zscore_ema"]
-        self.peak = max(self.peak, zscore)
-        below = self.peak > 0 and zscore < (1 - self.warn_drop) * self.peak
+        stderr = self.zscore_stderr(rows) if rows is not None else 0.0
+        if zscore > self.peak:
+            self.peak, self.peak_stderr = zscore, stderr
+        below = self._alarming(zscore, stderr)
         if below and not self.alarm:
             warnings.warn(f"MI z-score EMA {zscore:.3f} is more than {self.warn_drop:.0%} below its peak "
                           f"{self.peak:.3f} (update {self.num_updates}): possible template collapse",

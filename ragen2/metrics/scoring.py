@@ -1,4 +1,4 @@
-"""Cross log-probabilities ``log p(z_i | x_j)`` of every reasoning under every prompt (spec 5.4).
+"""Cross log-probabilities ``log p(z_i | x_j)`` of every reasoning under every prompt (docs/method.md §5.4).
 
 The MI proxies need an ``[M, N]`` matrix: each of M reasonings teacher-forced after each of N
 prompts. Prompts are long (a chat-templated game state) and reasonings short, so :class:`PairScorer`

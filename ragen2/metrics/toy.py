@@ -13,7 +13,7 @@ The sets are disjoint, so with ``H_b(d) = -d log d - (1 - d) log(1 - d)``:
 - ``H(Z)     = H_b(d) + d log(n D) + (1 - d) log T``
 - ``I(X; Z)  = H(Z) - H(Z | X) = d log n``
 
-Input dependence sets the MI; D and T set the entropy. The four regimes of spec 5.5 are the
+Input dependence sets the MI; D and T set the entropy. The four regimes of docs/method.md §5.5 are the
 corners (see :data:`REGIMES`): diverse reasoning (d = 1, large D), template collapse (d = 0,
 large T), compressed reasoning (d = 1, D = 1) and low-entropy collapse (d = 0, T = 1).
 
@@ -123,7 +123,7 @@ REGIMES: dict[str, MixturePolicy] = {
     "compressed_reasoning": MixturePolicy(num_inputs=8, dependence=1.0, diversity=1, template_size=1),
     "low_entropy_collapse": MixturePolicy(num_inputs=8, dependence=0.0, diversity=1, template_size=1),
 }
-"""The four regimes of spec 5.5 as corners of (H(Z|X), I(X;Z)), with n = 8 inputs (I <= log 8)."""
+"""The four regimes of docs/method.md §5.5 as corners of (H(Z|X), I(X;Z)), with n = 8 inputs (I <= log 8)."""
 
 
 @dataclass(frozen=True)

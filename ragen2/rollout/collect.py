@@ -1,4 +1,4 @@
-"""The batched multi-turn rollout loop (spec 1.0 manager semantics, 2.3-2.6, 2.9).
+"""The batched multi-turn rollout loop (docs/method.md §1.0, §2.3-§2.6, §2.9).
 
 All live trajectories generate together each turn; finished ones leave the batch. Every trajectory
 ends up as one token sequence (:mod:`ragen2.rollout.sequence`) with its score on the last token.
@@ -42,7 +42,7 @@ class TurnOutcome:
 
 
 def execute_actions(env: TextEnv, actions: list[str], budget: int) -> TurnOutcome:
-    """Run the parsed ``actions`` of one turn (spec 1.0, "action extraction" to "action budget").
+    """Run the parsed ``actions`` of one turn (docs/method.md §1.0).
 
     For envs with ``action_names`` an action must equal a name case-insensitively, else it is
     dropped; for the others an action the env flags ``action_is_valid=False`` counts as dropped (the

@@ -1,7 +1,7 @@
 """Expert episodes rendered as agent-loop conversations (SFT corpus, tokenizer corpus).
 
 The conversation is built by the same prompt functions and action semantics as the rollouts, so an
-expert trajectory is token-for-token what a perfect policy would produce (spec 2.5-2.6).
+expert trajectory is token-for-token what a perfect policy would produce (docs/method.md §2.5-§2.6).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Parsing of a model response into reasoning and actions (spec 2.4).
+"""Parsing of a model response into reasoning and actions (docs/method.md §2.4).
 
 >>> p = parse_response("<think> go down </think><answer>Down || Right || Up</answer> bye", 2)
 >>> p.think, p.actions, p.matched

@@ -1,4 +1,4 @@
-"""Prompt text of the agent loop: system prompt, per-turn user block, reward message (spec 2.2-2.5).
+"""Prompt text of the agent loop: system prompt, per-turn user block, reward message (docs/method.md §2.2-§2.5).
 
 The texts are plain strings; :func:`render` turns a message list into the model's chat format with
 the tokenizer's chat template. A generation prompt always ends with the literal ``<think>``.
@@ -64,7 +64,7 @@ def system_prompt(env: TextEnv | type[TextEnv], max_actions_per_traj: int) -> st
 
 def turn_block(turn: int, obs: str, actions_left: int, max_tokens_hint: int, *,
                warning: bool = False) -> str:
-    """The user block of turn ``turn`` (1-based) showing observation ``obs`` (spec 2.3).
+    """The user block of turn ``turn`` (1-based) showing observation ``obs`` (docs/method.md §2.3).
 
     ``warning`` inserts the "No valid action provided previously" line (inference prompts only).
     """

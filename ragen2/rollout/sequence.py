@@ -1,4 +1,4 @@
-"""One conversation -> one token sequence with its loss and reasoning masks (spec 2.6, 2.9).
+"""One conversation -> one token sequence with its loss and reasoning masks (docs/method.md §2.6, §2.9).
 
 The rendered conversation is tokenised **once**, exactly as the trainer will score it; the masks are
 found from the tokenizer's character offsets, so they fit any fast tokenizer and chat template that
@@ -95,7 +95,7 @@ def fit_context(tokenizer, messages: list[dict[str, Any]], max_tokens: int, *, g
     """Drop the oldest user/assistant exchanges until the rendered conversation fits ``max_tokens``.
 
     At least the system message and the last exchange (or the last user message) are kept; if that is
-    still too long a warning is issued (spec 2.9).
+    still too long a warning is issued (docs/method.md §2.9).
 
     Returns:
         The kept messages, their rendered text and its token ids.

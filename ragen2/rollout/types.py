@@ -16,7 +16,7 @@ class Turn:
     prompt_text: str
     """The chat-templated context up to and including the generation prompt and ``<think>``."""
     response_text: str
-    """The stored (rebuilt) response, starting with ``<think>`` (spec 2.4)."""
+    """The stored (rebuilt) response, starting with ``<think>`` (docs/method.md §2.4)."""
     think: str
     """The reasoning text between the think tags ("" if the response did not parse)."""
     actions: list[str]
@@ -33,7 +33,7 @@ class Turn:
 
 @dataclass
 class Trajectory:
-    """One episode, rendered as one token sequence for training (spec 2.6)."""
+    """One episode, rendered as one token sequence for training (docs/method.md §2.6)."""
 
     group: int
     """Index of the prompt group (env seed) in the batch."""

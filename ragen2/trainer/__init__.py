@@ -1,4 +1,4 @@
-"""The RL trainer (spec 0, 4.5-4.8, 6).
+"""The RL trainer (docs/method.md §0, §4.5-§4.8, §6).
 
 - :mod:`~ragen2.trainer.loop`: ``train(cfg, run_dir)``, the step loop, run-dir records;
 - :mod:`~ragen2.trainer.advantages`: GAE, whitening, group-normalised advantages;
@@ -11,7 +11,7 @@
   :mod:`~ragen2.trainer.activation_checkpointing` (recompute in the backward pass);
 - :mod:`~ragen2.trainer.batch`: padded training tensors; :mod:`~ragen2.trainer.pipeline`: shared
   step pieces (seeds, models, batch preparation);
-- :mod:`~ragen2.trainer.grad_analysis`: RV-bucketed gradient norms (spec 6.5);
+- :mod:`~ragen2.trainer.grad_analysis`: RV-bucketed gradient norms (docs/method.md §6.5);
 - :mod:`~ragen2.trainer.early_stop`, :mod:`~ragen2.trainer.checkpoint`, :mod:`~ragen2.trainer.runlog`.
 
 Submodules are imported explicitly (``from ragen2.trainer.loop import train``) so that the pure

@@ -1,4 +1,4 @@
-"""Actor forward passes and the clipped-PPO actor update (spec 6.2).
+"""Actor forward passes and the clipped-PPO actor update (docs/method.md §6.2).
 
 :func:`actor_terms` computes the three loss components of one micro-batch (task, entropy, KL) with
 the coefficients included; the update and the gradient analysis (:mod:`ragen2.trainer.grad_analysis`)
@@ -6,7 +6,7 @@ both use it, so they optimise and measure exactly the same objective::
 
     loss = scale * agg(pg) - entropy_coef * agg(H) + kl_coef * agg(KL)
 
-``scale`` is the filter's loss scaling (spec 4.8: only the policy-gradient term is scaled).
+``scale`` is the filter's loss scaling (docs/method.md §4.8: only the policy-gradient term is scaled).
 """
 
 from __future__ import annotations

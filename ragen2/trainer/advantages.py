@@ -1,4 +1,4 @@
-"""Advantage estimators (spec 6.1): GAE with a critic, and group-normalised outcome advantages.
+"""Advantage estimators (docs/method.md §6.1): GAE with a critic, and group-normalised outcome advantages.
 
 All tensors are token-aligned with the *shifted* sequence: position ``t`` holds the quantities of
 token ``t + 1`` (its log-prob under the prefix ``0..t``), so ``mask[b, t] = 1`` marks a trained token.
@@ -20,7 +20,7 @@ def compute_gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
         V_next   <- V_t,  A_next <- A_t
 
     At an untrained token (``mask = 0``: prompt, observation, padding) both running quantities are
-    carried through unchanged, so values bootstrap only across trained tokens (spec 6.1). A reward
+    carried through unchanged, so values bootstrap only across trained tokens (docs/method.md §6.1). A reward
     that sits on an untrained token is therefore ignored; the trainer puts the score on the last
     trained token.
 
@@ -63,7 +63,7 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 def whiten(x: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
     """``(x - mean) / sqrt(var + eps)`` with the masked mean and the *unbiased* masked variance.
 
-    The statistics are taken over every masked position of the whole tensor (spec 6.1). Unmasked
+    The statistics are taken over every masked position of the whole tensor (docs/method.md §6.1). Unmasked
     positions are transformed too (their values are meaningless but finite).
 
     Raises:
@@ -80,7 +80,7 @@ def whiten(x: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tens
 
 def grpo_advantages(scores: torch.Tensor, group_ids: torch.Tensor, norm_by_std: bool = True,
                     eps: float = 1e-6) -> torch.Tensor:
-    """Group-relative outcome advantages, one per trajectory (spec 6.1).
+    """Group-relative outcome advantages, one per trajectory (docs/method.md §6.1).
 
     ``A_i = (R_i - mean_g) / (std_g + eps)`` with the unbiased std of the trajectory's group, or
     ``A_i = R_i - mean_g`` when ``norm_by_std`` is False (Dr. GRPO). A group with a single member

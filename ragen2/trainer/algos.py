@@ -1,4 +1,4 @@
-"""Algorithm presets (spec 6.3): named option bundles, no subclasses.
+"""Algorithm presets (docs/method.md §6.3): named option bundles, no subclasses.
 
 | algo      | advantages                    | critic | loss_agg_mode             | group filter          |
 | --------- | ----------------------------- | ------ | ------------------------- | --------------------- |

@@ -2,7 +2,7 @@
 
 Sequences are right-padded. Per-token tensors other than ``input_ids``/``attention_mask`` are
 *shifted*: column ``t`` describes token ``t + 1`` (predicted from tokens ``0..t``), so they have
-``L - 1`` columns. The trajectory score sits on the last trained token of ``rewards`` (spec 2.6
+``L - 1`` columns. The trajectory score sits on the last trained token of ``rewards`` (docs/method.md §2.6
 puts it on the last token; with a trained final token the two agree, and GAE ignores rewards on
 untrained tokens).
 """

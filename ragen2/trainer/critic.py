@@ -1,6 +1,6 @@
 """The PPO critic: a separate value model (the actor's backbone checkpoint + a scalar head).
 
-The critic is initialised from the same checkpoint as the actor (spec 6.1) but trained separately:
+The critic is initialised from the same checkpoint as the actor (docs/method.md §6.1) but trained separately:
 it keeps the transformer body of a causal LM (its LM head is dropped) and adds a linear head that
 maps each hidden state to a value. The head starts at zero, so initial values are 0 and the first
 update moves only the head.

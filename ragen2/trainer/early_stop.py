@@ -1,4 +1,4 @@
-"""The trainer's early-stopping rules (spec 4.7), as a small state machine that checkpoints.
+"""The trainer's early-stopping rules (docs/method.md §4.7), as a small state machine that checkpoints.
 
 1. ``empty_filter``: ``empty_stop_steps`` consecutive steps whose filter kept nothing.
 2. ``reward_variance_collapse``: the baseline ``V_base`` is the mean of ``rollout/in_group_reward_std``

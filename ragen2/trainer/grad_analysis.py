@@ -1,4 +1,4 @@
-"""RV-bucketed gradient decomposition (spec 6.5; the paper's claim C4).
+"""RV-bucketed gradient decomposition (docs/method.md §6.5; the paper's claim C4).
 
 For one training batch, the prompt groups are sorted by their reward std ``sigma_g`` (RV) and cut
 into quantile buckets: with ``B = min(num_buckets, #groups)`` buckets, each gets ``floor(#groups/B)``

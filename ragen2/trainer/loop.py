@@ -1,6 +1,6 @@
 """The RL training loop: ``train(cfg, run_dir, init_policy)``, readable top to bottom (CleanRL style).
 
-One step (spec 0): rollout -> collapse diagnostics (unfiltered batch) -> filter (empty: no update)
+One step (docs/method.md §0): rollout -> collapse diagnostics (unfiltered batch) -> filter (empty: no update)
 -> [DAPO: constant groups replaced by fresh ones] -> old/ref log-probs, values, advantages -> critic
 update -> [gradient analysis] -> actor update -> validation -> log -> checkpoint.
 
@@ -11,7 +11,7 @@ Metric names (one row per step in ``metrics.jsonl`` and dvclive; step 0 holds th
 - ``rollout/score_mean|score_std|score_max|score_min|success|response_length_mean|
   response_length_max|num_actions_mean|pass_at_group``: the unfiltered training batch;
 - ``filter/...``: :func:`ragen2.filter.apply_filter` (``kept_count``, ``kept_ratio``, ``empty``,
-  ``reward_std_mean`` = the spec's in-group reward std, ``zero_variance_count``, ``loss_scale``...);
+  ``reward_std_mean`` = the reference's in-group reward std, docs/method.md §4.9, ``zero_variance_count``, ``loss_scale``...);
   ``filter/dynamic_sampling_dropped|rounds|drawn|short`` (DAPO:
   :mod:`ragen2.trainer.dynamic_sampling`), ``filter/consecutive_empty``;
 - ``train/batch_rows|task_rows|task_tokens|mini_batch_rows``;
@@ -28,13 +28,13 @@ Metric names (one row per step in ``metrics.jsonl`` and dvclive; step 0 holds th
   rollouts; ``update`` = filter, batch preparation, critic and actor updates; ``diagnostics`` =
   collapse metrics and gradient analysis).
 
-Choices where the reference (spec) is not followed to the letter:
+Choices where the reference implementation (docs/method.md §9) is not followed to the letter:
 
 - Rows trained: the kept groups' rows (``filter.regularize_kept_only = True``, the config default,
   as the reference does: its filter removes rows before the update). With ``False`` the dropped
   groups' rows stay in the update batch with ``task_weight = 0``: they get the KL and entropy terms
   but no policy-gradient or value loss (an ablation).
-- No duplicate-row padding to a multiple of ``lcm(env_groups, mini_batch)`` (spec 4.6). Instead,
+- No duplicate-row padding to a multiple of ``lcm(env_groups, mini_batch)`` (docs/method.md §4.6). Instead,
   when ``filter.loss_scaling != none`` the mini-batch shrinks with the share of rows kept (the
   paper's text), and the policy-gradient term is multiplied by :func:`ragen2.filter.keep_rate_scale`.
 - Loss aggregation is exact over each mini-batch (denominators from the whole mini-batch), so it

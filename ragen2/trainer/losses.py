@@ -1,4 +1,4 @@
-"""Pure loss functions of the actor and the critic (spec 6.2).
+"""Pure loss functions of the actor and the critic (docs/method.md §6.2).
 
 Every tensor of shape ``[B, T]`` is token-aligned with the shifted sequence (position ``t`` = token
 ``t + 1``); ``mask`` selects the tokens a term applies to.
@@ -139,7 +139,7 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, m
                 clip_low: float, clip_high: float, dual_clip: float, agg_mode: str, *,
                 denom: float | None = None, norm_const: float | None = None,
                 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """Clipped surrogate with decoupled clip range and dual clip (spec 6.2).
+    """Clipped surrogate with decoupled clip range and dual clip (docs/method.md §6.2).
 
     Per token, with ``rho = exp(clamp(logp - old_logp, -20, 20))``::
 
@@ -199,7 +199,7 @@ def kl_penalty(logp: torch.Tensor, ref_logp: torch.Tensor, kind: str = "k1") -> 
 def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor,
                agg_mode: str = "token-mean", clip: float = 0.5, *, denom: float | None = None,
                ) -> tuple[torch.Tensor, dict[str, float]]:
-    """Clipped value loss ``0.5 agg(max((V - G)^2, (clip(V, V_old +- clip) - G)^2))`` (spec 6.2).
+    """Clipped value loss ``0.5 agg(max((V - G)^2, (clip(V, V_old +- clip) - G)^2))`` (docs/method.md §6.2).
 
     Returns:
         ``(loss, stats)`` with ``vf_clipfrac`` = share of masked tokens where the clipped branch wins.

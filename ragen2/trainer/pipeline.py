@@ -48,7 +48,7 @@ def stream_seed(seed: int, purpose: str, step: int = 0) -> int:
 
 
 def train_seeds(cfg: RunConfig, step: int) -> list[int]:
-    """Env seeds of training step ``step`` (1-based): ``train_seed + env_groups*(step-1) + g`` (spec 1.0)."""
+    """Env seeds of training step ``step`` (1-based): ``train_seed + env_groups*(step-1) + g`` (docs/method.md §1.0)."""
     r = cfg.rollout
     return [r.train_seed + r.env_groups * (step - 1) + g for g in range(r.env_groups)]
 

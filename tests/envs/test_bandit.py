@@ -1,4 +1,4 @@
-"""Bandit environment: arm pairs, seeding, reward statistics, action matching, expert (spec 1.8)."""
+"""Bandit environment: arm pairs, seeding, reward statistics, action matching, expert (docs/method.md §1.8)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Countdown environment and data: generator, real-data loader, offline file, env behaviour (spec 1.3)."""
+"""Countdown environment and data: generator, real-data loader, offline file, env behaviour (docs/method.md §1.3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Countdown's safe expression scorer and exhaustive solver (spec section 1.3)."""
+"""Countdown's safe expression scorer and exhaustive solver (docs/method.md §1.3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""FrozenLake-specific checks: slip dynamics, rewards, observation text, maps and expert (spec section 1.2)."""
+"""FrozenLake-specific checks: slip dynamics, rewards, observation text, maps and expert (docs/method.md §1.2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Sokoban-specific checks: rules, rewards, observation text, generator and expert (spec section 1.1)."""
+"""Sokoban-specific checks: rules, rewards, observation text, generator and expert (docs/method.md §1.1)."""
 
 from __future__ import annotations
 

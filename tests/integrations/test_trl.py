@@ -18,6 +18,7 @@ from ragen2.integrations.trl import (  # noqa: E402
     SNRFilterConfig,
     SNRFilterGRPOTrainer,
     filter_generation_batch,
+    opening_length,
     plan_local_rows,
     reasoning_text,
     sample_mi_pairs,
@@ -159,6 +160,9 @@ def test_config_defaults_are_a_no_op_and_validation_names_values():
         SNRFilterConfig(mi_every=-1)
     with pytest.raises(ValueError, match="mi_num_samples"):
         SNRFilterConfig(mi_num_samples=0)
+    for bad in (dict(mi_warn_drop=0.0), dict(mi_warn_min_peak=-1.0), dict(mi_warn_noise_sigmas=float("nan"))):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            SNRFilterConfig(**bad)
 
 
 @pytest.mark.parametrize("completion, expected", [
@@ -398,6 +402,58 @@ def test_trainer_filter_default_is_untouched_and_empty_keeps_best_group(tiny_pol
     assert trainer.last_filter.trained_groups == [0]
     assert fallback["completion_ids"].shape[0] == GROUP_SIZE
     assert trainer._metrics["train"]["filter/fallback_best_group"][-1] == 1.0
+
+
+def test_opening_length_counts_the_tokens_through_the_opening_think(tiny_policy_dir):
+    from transformers import PreTrainedTokenizerFast
+
+    tok = PreTrainedTokenizerFast.from_pretrained(tiny_policy_dir)
+
+    def ids(text):
+        return tok(text, add_special_tokens=False)["input_ids"]
+
+    assert opening_length(tok, ids("<think> go left </think><answer>Left</answer>")) == 1
+    leading = ids("ok <think> go left </think>")
+    k = opening_length(tok, leading)
+    assert tok.decode(leading[:k]).endswith("<think>") and not tok.decode(leading[:k - 1]).endswith("<think>")
+    for text in ("go left </think><answer>Left</answer>", "no tags at all", "</think> late <think> x"):
+        assert opening_length(tok, ids(text)) == 0
+    assert opening_length(tok, []) == 0
+
+
+def test_mi_scores_each_reasoning_after_its_prompt_and_opening_tag(tiny_policy_dir, tmp_path, monkeypatch):
+    """X ends where z began, as in ragen2's own rollouts (whose generation prompt ends with <think>)."""
+    import ragen2.integrations.trl as trl_module
+
+    cfg = SNRFilterConfig(mi_every=1, mi_warn_min_peak=0.3, mi_warn_noise_sigmas=1.5)
+    trainer = make_trainer(tiny_policy_dir, tmp_path, cfg)
+    assert (trainer._mi_monitor.warn_min_peak, trainer._mi_monitor.warn_noise_sigmas) == (0.3, 1.5)
+    tok = trainer.processing_class
+    prompts = [tok(f"user: game {g}", add_special_tokens=False)["input_ids"] for g in range(2)]
+    texts = ["<think> left please </think><answer>Left</answer>", "<think> right </think><answer>Right</answer>"]
+    completions = [tok(texts[r % 2], add_special_tokens=False)["input_ids"] for r in range(2 * GROUP_SIZE)]
+    width, plen = max(map(len, completions)), max(map(len, prompts))
+    output = {
+        "prompt_ids": torch.tensor([[0] * (plen - len(prompts[r // GROUP_SIZE])) + prompts[r // GROUP_SIZE]
+                                    for r in range(2 * GROUP_SIZE)]),
+        "prompt_mask": torch.tensor([[0] * (plen - len(prompts[r // GROUP_SIZE])) + [1] * len(prompts[r // GROUP_SIZE])
+                                     for r in range(2 * GROUP_SIZE)]),
+        "completion_ids": torch.tensor([c + [0] * (width - len(c)) for c in completions]),
+        "completion_mask": torch.tensor([[1] * len(c) + [0] * (width - len(c)) for c in completions]),
+    }
+    seen = {}
+    real = trl_module.cross_logprobs
+
+    def recording(model, tokenizer, x, z, **kwargs):
+        seen["x"], seen["z"] = x, z
+        return real(model, tokenizer, x, z, **kwargs)
+
+    monkeypatch.setattr(trl_module, "cross_logprobs", recording)
+    trainer._log_mi(output, step=1)
+    think = tok.convert_tokens_to_ids("<think>")
+    assert sorted(map(tuple, seen["x"])) == sorted(tuple(p + [think]) for p in prompts)
+    assert {tok.decode(z) for z in seen["z"]} == {"left please", "right"}
+    assert trainer._metrics["train"]["mi/skipped"] == [0.0]
 
 
 @pytest.mark.gpu

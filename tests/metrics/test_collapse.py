@@ -1,4 +1,4 @@
-"""collapse_pairs sampling (spec 5.3) and collapse_metrics on a synthetic RolloutBatch."""
+"""collapse_pairs sampling (docs/method.md §5.3) and collapse_metrics on a synthetic RolloutBatch."""
 
 from __future__ import annotations
 

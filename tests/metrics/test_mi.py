@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from scipy.special import logsumexp
 
-from ragen2.metrics import CollapseMonitor, CollapseWarning, mi_proxies
+from ragen2.metrics import CollapseMonitor, CollapseWarning, MIRows, mi_proxies
+from ragen2.metrics.mi import gap_stderr
 
 EXPECTED_KEYS = {
     "mi_estimate", "mi_seq_estimate", "mi_upper_bound", "conditional_entropy_est",
@@ -23,7 +24,7 @@ EXPECTED_KEYS = {
 
 
 def direct_reference(logp_sum, lengths, index, keys, eps=1e-3):
-    """Row-by-row transcription of spec 5.5, written independently of the module."""
+    """Row-by-row transcription of docs/method.md §5.5, written independently of the module."""
     num_rows, num_cols = logp_sum.shape
     out = {}
     for tag, mat in (("tok", logp_sum / lengths[:, None]), ("seq", logp_sum)):
@@ -187,4 +188,108 @@ def test_monitor_bad_arguments():
     for kwargs, match in ((dict(ema_decay=1.0), "ema_decay"), (dict(warn_drop=0.0), "warn_drop"),
                           (dict(std_eps=-1.0), "std_eps")):
         with pytest.raises(ValueError, match=match):
+            CollapseMonitor(**kwargs)
+
+
+def test_monitor_does_not_warn_on_noise_around_zero():
+    # The TRL example's random-initialised policy: MI z-score EMA -0.001, 0.008, then -0.002.
+    sequence = [_metrics(-0.00005, 0.04), _metrics(0.00033, 0.04), _metrics(-0.00008, 0.04)]
+    mon = CollapseMonitor(ema_decay=0.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert [mon.update(m)["collapse_alarm"] for m in sequence] == [0.0, 0.0, 0.0]
+    assert mon.peak == pytest.approx(0.008, abs=1e-4)
+    unfloored = CollapseMonitor(ema_decay=0.0, warn_min_peak=0.0)  # the rule before the floor warned here
+    with pytest.warns(CollapseWarning):
+        assert [unfloored.update(m)["collapse_alarm"] for m in sequence] == [0.0, 0.0, 1.0]
+
+
+def _rows(gaps_by_prompt, spread=1.0):
+    """MIRows whose per-token gaps (matched - marginal) are the given values, one list per prompt;
+    the marginals spread with std about ``spread``."""
+    gaps = np.concatenate([np.asarray(g, dtype=np.float64) for g in gaps_by_prompt])
+    prompt = np.concatenate([np.full(len(g), j) for j, g in enumerate(gaps_by_prompt)])
+    marginal = -3.0 + spread * np.linspace(-1.7, 1.7, gaps.size)
+    return MIRows(matched=marginal + gaps, marginal=marginal, matched_seq=marginal + gaps, marginal_seq=marginal,
+                  prompt_class=prompt)
+
+
+def _from_rows(rows):
+    return _metrics(float(np.mean(rows.matched - rows.marginal)), float(np.std(rows.marginal)))
+
+
+def test_monitor_warns_on_a_real_fall_from_a_clear_peak():
+    rng = np.random.default_rng(0)
+    mon = CollapseMonitor(ema_decay=0.9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(3):  # a clear MI: z about 1 with a standard error near 0.03
+            rows = _rows([1.0 + 0.1 * rng.standard_normal(8) for _ in range(8)])
+            assert mon.update(_from_rows(rows), rows)["collapse_alarm"] == 0.0
+    assert mon.peak > 0.9 and mon.peak_stderr < 0.05
+    rows = _rows([0.1 + 0.1 * rng.standard_normal(8) for _ in range(8)])  # the reasoning stops reading the input
+    with pytest.warns(CollapseWarning, match="possible template collapse"):
+        assert mon.update(_from_rows(rows), rows)["collapse_alarm"] == 1.0
+
+
+def test_monitor_noise_floor_needs_a_peak_clear_of_zero_and_a_fall_beyond_noise():
+    # z about 0.1 +- 0.15 (four prompts that disagree): a fall to about -0.05 is noise, and so is the peak.
+    noisy_peak = _rows([[0.5] * 4, [-0.3] * 4, [0.4] * 4, [-0.2] * 4])
+    noisy_now = _rows([[0.3] * 4, [-0.5] * 4, [0.2] * 4, [-0.2] * 4])
+    for rows_given, alarm in ((True, 0.0), (False, 1.0)):
+        mon = CollapseMonitor(ema_decay=0.0, warn_min_peak=0.0)
+        mon.update(_from_rows(noisy_peak), noisy_peak if rows_given else None)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CollapseWarning)
+            out = mon.update(_from_rows(noisy_now), noisy_now if rows_given else None)
+        assert out["collapse_alarm"] == alarm  # without rows only warn_drop and warn_min_peak apply
+    off = CollapseMonitor(ema_decay=0.0, warn_min_peak=0.0, warn_noise_sigmas=0.0)
+    off.update(_from_rows(noisy_peak), noisy_peak)
+    with pytest.warns(CollapseWarning):
+        off.update(_from_rows(noisy_now), noisy_now)
+
+
+def test_gap_stderr_clusters_rows_by_prompt():
+    rng = np.random.default_rng(1)
+    gaps = rng.standard_normal(12)
+    iid = _rows([gaps])
+    iid = MIRows(iid.matched, iid.marginal, iid.matched_seq, iid.marginal_seq)  # no classes: rows independent
+    assert gap_stderr(iid) == pytest.approx(np.std(gaps, ddof=1) / math.sqrt(12))
+    clustered = _rows([gaps[:4], gaps[4:8], gaps[8:]])
+    means = np.array([gaps[:4].mean(), gaps[4:8].mean(), gaps[8:].mean()])
+    direct = math.sqrt(3 / 2 * np.sum((4 * (means - gaps.mean())) ** 2)) / 12  # CR1, written out
+    assert gap_stderr(clustered) == pytest.approx(direct)
+    # Identical rows within a prompt are one sample: the clustered error is the std of 3 means, not of 12 rows.
+    copies = _rows([[0.0] * 4, [1.0] * 4, [2.0] * 4])
+    assert gap_stderr(copies) == pytest.approx(np.std([0.0, 1.0, 2.0], ddof=1) / math.sqrt(3))
+    one_prompt = _rows([gaps])  # a single cluster falls back to rows
+    assert gap_stderr(one_prompt) == pytest.approx(gap_stderr(iid))
+    assert gap_stderr(_rows([[0.3]])) == 0.0
+
+
+def test_mi_proxies_rows_carry_the_prompt_class_of_keys():
+    logp = -np.abs(np.random.default_rng(2).normal(size=(4, 3)))
+    _, rows = mi_proxies(logp, np.ones(4), np.array([0, 1, 2, 2]), prompt_keys=["a", "b", "a"], return_rows=True)
+    assert rows.prompt_class.tolist() == [0, 1, 0, 0]  # columns 0 and 2 are the same prompt
+
+
+def test_monitor_loads_states_and_pickles_from_before_the_floors():
+    mon = CollapseMonitor(warn_min_peak=0.3, warn_noise_sigmas=1.5)
+    mon.update(_metrics(1.0, 2.0))
+    state = mon.state_dict()
+    restored = CollapseMonitor()
+    restored.load_state_dict(state)
+    assert (restored.warn_min_peak, restored.warn_noise_sigmas) == (0.3, 1.5)
+    old = {k: v for k, v in state.items() if k not in ("warn_min_peak", "warn_noise_sigmas", "peak_stderr")}
+    restored.load_state_dict(old)
+    assert (restored.warn_min_peak, restored.warn_noise_sigmas, restored.peak_stderr) == (0.1, 2.0, 0.0)
+    unpickled = CollapseMonitor()  # a monitor pickled by an older version lacks the new attributes
+    for name in ("warn_min_peak", "warn_noise_sigmas", "peak_stderr"):
+        del unpickled.__dict__[name]
+    assert unpickled.update(_metrics(1.0, 1.0))["collapse_alarm"] == 0.0
+
+
+def test_monitor_rejects_bad_floors():
+    for kwargs in (dict(warn_min_peak=-0.1), dict(warn_noise_sigmas=float("nan")), dict(warn_min_peak="0.1")):
+        with pytest.raises(ValueError, match=next(iter(kwargs))):
             CollapseMonitor(**kwargs)

@@ -10,7 +10,7 @@ from ragen2.trainer.advantages import compute_gae, grpo_advantages, masked_mean,
 
 def gae_reference(rewards, values, mask, gamma, lam):
     """Textbook GAE on the trained tokens only, then each untrained token copies the advantage of the
-    next trained token to its right (0 if none) -- a different formulation of the spec's carry rule."""
+    next trained token to its right (0 if none) -- a different formulation of the carry rule of docs/method.md §6.1."""
     adv_rows, ret_rows = [], []
     for r, v, m in zip(rewards, values, mask):
         idx = [t for t in range(len(m)) if m[t]]

@@ -1,4 +1,4 @@
-"""Early-stopping rules (spec 4.7)."""
+"""Early-stopping rules (docs/method.md §4.7)."""
 
 from ragen2.trainer.early_stop import EarlyStopper
 

@@ -1,40 +1,44 @@
 """One function per paper figure: tidy DataFrames in, a matplotlib ``Figure`` out, no file I/O.
 
-Every function draws with the package style (``ragen2/style.mplstyle``) on a figure that has its own
-Agg canvas (no pyplot, no global backend switch, no global figure registry). Single-panel figures
-take an optional ``ax`` to draw into; multi-panel ones an optional empty ``fig``. Save with
-:func:`ragen2.results_io.save_figure`.
+Every function draws with the package style on a figure that has its own Agg canvas
+(:mod:`ragen2.repro.figure_style`). Single-panel figures take an optional ``ax`` to draw into;
+multi-panel ones an optional empty ``fig``. Save with :func:`ragen2.repro.artifacts.save_figure`.
 
-Column conventions (the output of :func:`ragen2.results_io.load_runs` and friends):
+Column conventions (the output of :func:`ragen2.repro.runs.load_runs` and friends):
 
 - ``steps``: tidy per-step rows ``run_id, env, algo, condition, seed, step, metric, value``;
 - ``runs``: one row per run with ``env, algo, condition, seed`` and final values
-  (``final_success``, final metric columns from :func:`ragen2.results_io.final_values`);
+  (``final_success``, final metric columns from :func:`ragen2.repro.runs.final_values`);
 - ``condition``: the filter label (``top_p``, ``top_k``, ``none``, ...); curves are mean ± std over
   seeds (runs that stopped early simply end, so later points average fewer seeds).
 """
 
 from __future__ import annotations
 
-import functools
 import math
-from collections.abc import Callable, Mapping, Sequence
-from importlib import resources
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import seaborn as sns
-from matplotlib import style as mpl_style
 from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-STYLE_PATH = str(resources.files("ragen2") / "style.mplstyle")
-"""The package's matplotlib style file."""
-
-CONDITION_ORDER = ("top_p", "top_k", "top_k_abs", "min_p", "none")
-_CONDITION_COLORS = dict(zip(CONDITION_ORDER, ("#0173b2", "#de8f05", "#cc78bc", "#029e73", "#949494")))
+from ragen2.repro.figure_style import (
+    ALGO_ORDER,
+    CONDITION_ORDER,
+    level_colors,
+    level_order,
+    metric_rows,
+    new_figure,
+    numeric_or_label,
+    panel_grid,
+    require_columns,
+    single_axes,
+    styled,
+    tick_label,
+)
 
 QUADRANTS = {
     "diverse reasoning": ("right", "top"),
@@ -42,7 +46,7 @@ QUADRANTS = {
     "compressed reasoning": ("left", "top"),
     "low-entropy collapse": ("left", "bottom"),
 }
-"""The four regimes (spec 5.5) by their corner of the (H(Z|X), I(X;Z)) plane."""
+"""The four regimes (docs/method.md §5.5) by their corner of the (H(Z|X), I(X;Z)) plane."""
 
 DYNAMICS_METRICS = {
     "filter/kept_ratio": "kept ratio",
@@ -53,123 +57,13 @@ DYNAMICS_METRICS = {
 """Default panels of :func:`fig_training_dynamics` (metric name -> axis label); the names are the
 trainer's (:mod:`ragen2.trainer.loop`, :mod:`ragen2.filter`)."""
 
-ALGO_ORDER = ("ppo", "dapo", "grpo", "dr_grpo")
-
 SWEEP_METRICS = {"final_success": "final success", "final_mi": "final MI proxy"}
 """Default rows of :func:`fig_intervention_sweeps` (column -> axis label)."""
 
 
 # ---------------------------------------------------------------------------------------------
-# Helpers
-# ---------------------------------------------------------------------------------------------
-def _styled(func: Callable[..., Figure]) -> Callable[..., Figure]:
-    """Run ``func`` under the package style and lay the figure out while the style is active."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Figure:
-        with mpl_style.context(STYLE_PATH):
-            fig = func(*args, **kwargs)
-            fig.draw_without_rendering()  # creates ticks and text with the style's sizes
-        return fig
-
-    return wrapper
-
-
-def new_figure(width: float, height: float) -> Figure:
-    """An empty figure with its own Agg canvas and constrained layout (not registered with pyplot)."""
-    fig = Figure(figsize=(width, height), layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def _panels(
-    n_rows: int, n_cols: int, fig: Figure | None, panel_size: tuple[float, float] = (3.2, 2.6), **kw: Any
-) -> tuple[Figure, np.ndarray]:
-    if fig is None:
-        fig = new_figure(panel_size[0] * n_cols, panel_size[1] * n_rows)
-    elif fig.axes:
-        raise ValueError(f"fig must be empty, it already has {len(fig.axes)} axes")
-    axes = fig.subplots(n_rows, n_cols, squeeze=False, **kw)
-    return fig, axes
-
-
-def _single(ax: Axes | None, size: tuple[float, float] = (3.6, 2.8)) -> tuple[Figure, Axes]:
-    if ax is not None:
-        return ax.figure, ax
-    fig = new_figure(*size)
-    return fig, fig.add_subplot()
-
-
-def _require(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
-    if not isinstance(df, pd.DataFrame):
-        raise TypeError(f"{what}: expected a DataFrame, got {type(df).__name__}")
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise ValueError(f"{what}: missing column(s) {missing}; has {list(df.columns)}")
-    if df.empty:
-        raise ValueError(f"{what}: the table is empty")
-
-
-def _order(values: pd.Series, preferred: Sequence[str] = ()) -> list:
-    """Distinct values: the ``preferred`` ones first (in that order), then the rest sorted."""
-    present = list(pd.unique(values.dropna()))
-    first = [v for v in preferred if v in present]
-    rest = sorted((v for v in present if v not in first), key=lambda v: (isinstance(v, str), v))
-    return first + rest
-
-
-def _palette(levels: Sequence, column: str) -> dict:
-    if column == "condition" and all(v in _CONDITION_COLORS for v in levels):
-        return {v: _CONDITION_COLORS[v] for v in levels}
-    colors = sns.color_palette("colorblind", max(len(levels), 1))
-    return dict(zip(levels, colors))
-
-
-def _metric_rows(steps: pd.DataFrame, metric: str) -> pd.DataFrame:
-    _require(steps, ("metric", "step", "value"), "steps")
-    sub = steps[steps["metric"] == metric]
-    if sub.empty:
-        known = sorted(steps["metric"].unique())[:30]
-        raise ValueError(f"metric {metric!r} not in steps (some known metrics: {known})")
-    return sub.replace([np.inf, -np.inf], np.nan).dropna(subset=["value"])
-
-
-def _numeric_or_label(v: Any) -> tuple[int, float, str]:
-    try:
-        return (0, float(v), "")
-    except (TypeError, ValueError):
-        return (1, math.inf, str(v))
-
-
-def _tick_label(v: Any) -> str:
-    return f"{v:g}" if isinstance(v, (int, float, np.number)) else str(v)
-
-
-# ---------------------------------------------------------------------------------------------
 # MI regimes
 # ---------------------------------------------------------------------------------------------
-def regime_points_from_toy(
-    policies: Mapping[str, Any] | None = None, source: str = "toy policy"
-) -> pd.DataFrame:
-    """Exact ``(H(Z|X), I(X;Z))`` of toy policies (default: :data:`ragen2.metrics.toy.REGIMES`).
-
-    Returns:
-        Columns ``label, cond_entropy, mi, source``.
-    """
-    if policies is None:
-        from ragen2.metrics.toy import REGIMES as policies
-    rows = [
-        {
-            "label": name,
-            "cond_entropy": p.conditional_entropy(),
-            "mi": p.mutual_information(),
-            "source": source,
-        }
-        for name, p in policies.items()
-    ]
-    return pd.DataFrame(rows, columns=["label", "cond_entropy", "mi", "source"])
-
-
 def _quadrants(ax: Axes, x_split: float, y_split: float) -> None:
     ax.axvline(x_split, color="0.4", ls="--", lw=0.8)
     ax.axhline(y_split, color="0.4", ls="--", lw=0.8)
@@ -191,7 +85,7 @@ def _split(values: pd.Series, given: float | None) -> float:
     return float(given) if given is not None else float((values.min() + values.max()) / 2)
 
 
-@_styled
+@styled
 def fig_four_regimes(
     points: pd.DataFrame,
     *,
@@ -211,9 +105,9 @@ def fig_four_regimes(
         entropy_split, mi_split: where the quadrant lines go (default: mid-range of the data).
         ax: draw into this axes.
     """
-    _require(points, (x, y, hue), "points")
-    fig, ax = _single(ax, (4.2, 3.4))
-    levels = _order(points[hue])
+    require_columns(points, (x, y, hue), "points")
+    fig, ax = single_axes(ax, (4.2, 3.4))
+    levels = level_order(points[hue])
     sns.scatterplot(
         data=points,
         x=x,
@@ -222,7 +116,7 @@ def fig_four_regimes(
         style=hue,
         hue_order=levels,
         style_order=levels,
-        palette=_palette(levels, hue),
+        palette=level_colors(levels, hue),
         s=55,
         ax=ax,
     )
@@ -242,7 +136,7 @@ def fig_four_regimes(
     return fig
 
 
-@_styled
+@styled
 def fig_entropy_vs_mi_widget_frame(
     frames: pd.DataFrame,
     *,
@@ -259,15 +153,15 @@ def fig_entropy_vs_mi_widget_frame(
     For the interactive notebook: a widget picks ``highlight`` (one ``frame`` value, e.g. a step or a
     toy dependence d) and the panel for it is drawn with a bold title and a thicker frame.
     """
-    _require(frames, (frame, x, y, hue), "frames")
+    require_columns(frames, (frame, x, y, hue), "frames")
     if ncols < 1:
         raise ValueError(f"ncols must be >= 1, got {ncols}")
     panels = list(pd.unique(frames[frame]))
     n_cols = min(ncols, len(panels))
     n_rows = math.ceil(len(panels) / n_cols)
-    fig, axes = _panels(n_rows, n_cols, fig, (2.4, 2.1), sharex=True, sharey=True)
-    levels = _order(frames[hue])
-    palette = _palette(levels, hue)
+    fig, axes = panel_grid(n_rows, n_cols, fig, (2.4, 2.1), sharex=True, sharey=True)
+    levels = level_order(frames[hue])
+    palette = level_colors(levels, hue)
     x_split, y_split = _split(frames[x], None), _split(frames[y], None)
     flat = axes.ravel()
     for ax, value in zip(flat, panels):
@@ -278,7 +172,7 @@ def fig_entropy_vs_mi_widget_frame(
         ax.axvline(x_split, color="0.5", ls="--", lw=0.6)
         ax.axhline(y_split, color="0.5", ls="--", lw=0.6)
         chosen = highlight is not None and value == highlight
-        ax.set_title(f"{frame} = {_tick_label(value)}", fontweight="bold" if chosen else "normal")
+        ax.set_title(f"{frame} = {tick_label(value)}", fontweight="bold" if chosen else "normal")
         for spine in ax.spines.values():
             spine.set_linewidth(2.0 if chosen else 0.8)
         ax.set_xlabel("H(Z|X)")
@@ -291,7 +185,7 @@ def fig_entropy_vs_mi_widget_frame(
 # ---------------------------------------------------------------------------------------------
 # Gradient decomposition (C4)
 # ---------------------------------------------------------------------------------------------
-@_styled
+@styled
 def fig_grad_decomposition(
     grad: pd.DataFrame, *, hue: str = "algo", steps: Sequence[int] | None = None, fig: Figure | None = None
 ) -> Figure:
@@ -308,7 +202,7 @@ def fig_grad_decomposition(
             ignored.
         steps: which steps to show (default: all, ascending).
     """
-    _require(grad, ("step", "bucket", "rv_mean", "task_norm", "reg_norm", hue), "grad")
+    require_columns(grad, ("step", "bucket", "rv_mean", "task_norm", "reg_norm", hue), "grad")
     data = grad[grad["bucket"].astype(str) != "all"].copy()
     data["bucket"] = data["bucket"].astype(int)
     has_range = {"rv_min", "rv_max"} <= set(data.columns)
@@ -326,9 +220,9 @@ def fig_grad_decomposition(
     absent = [s for s in show if s not in set(agg["step"])]
     if absent:
         raise ValueError(f"step(s) {absent} not in grad (has {sorted(agg['step'].unique())})")
-    levels = _order(agg[hue], ALGO_ORDER)
-    palette = _palette(levels, hue)
-    fig, axes = _panels(len(show), 3, fig, (3.0, 2.4))
+    levels = level_order(agg[hue], ALGO_ORDER)
+    palette = level_colors(levels, hue)
+    fig, axes = panel_grid(len(show), 3, fig, (3.0, 2.4))
     dodge = np.linspace(-0.12, 0.12, len(levels)) if len(levels) > 1 else [0.0]
     for r, step in enumerate(show):
         ax_rv, ax_task, ax_reg = axes[r]
@@ -371,11 +265,11 @@ def fig_grad_decomposition(
 def _curves_by_panel(
     steps: pd.DataFrame, metric: str, ylabel: str, hue: str, panel: str, fig: Figure | None
 ) -> Figure:
-    sub = _metric_rows(steps, metric)
-    _require(sub, (hue, panel), "steps")
-    panels = _order(sub[panel])
-    levels = _order(sub[hue], CONDITION_ORDER)
-    fig, axes = _panels(1, len(panels), fig)
+    sub = metric_rows(steps, metric)
+    require_columns(sub, (hue, panel), "steps")
+    panels = level_order(sub[panel])
+    levels = level_order(sub[hue], CONDITION_ORDER)
+    fig, axes = panel_grid(1, len(panels), fig)
     for i, (ax, value) in enumerate(zip(axes[0], panels)):
         part = sub[sub[panel] == value]
         sns.lineplot(
@@ -384,7 +278,7 @@ def _curves_by_panel(
             y="value",
             hue=hue,
             hue_order=levels,
-            palette=_palette(levels, hue),
+            palette=level_colors(levels, hue),
             estimator="mean",
             errorbar="sd",
             ax=ax,
@@ -399,7 +293,7 @@ def _curves_by_panel(
     return fig
 
 
-@_styled
+@styled
 def fig_success_curves(
     steps: pd.DataFrame,
     *,
@@ -415,7 +309,7 @@ def fig_success_curves(
     return _curves_by_panel(steps, metric, "validation success", hue, panel, fig)
 
 
-@_styled
+@styled
 def fig_output_length(
     steps: pd.DataFrame,
     *,
@@ -431,7 +325,7 @@ def fig_output_length(
     return _curves_by_panel(steps, metric, "output length (tokens)", hue, panel, fig)
 
 
-@_styled
+@styled
 def fig_training_dynamics(
     steps: pd.DataFrame,
     *,
@@ -444,20 +338,20 @@ def fig_training_dynamics(
     Raises:
         ValueError: ``steps`` mixes environments (averaging them would mislead), or a metric is absent.
     """
-    _require(steps, ("metric", "step", "value", hue), "steps")
+    require_columns(steps, ("metric", "step", "value", hue), "steps")
     if "env" in steps.columns and steps["env"].nunique() > 1:
         raise ValueError(f"steps holds several envs {sorted(steps['env'].unique())}; pass one env at a time")
-    levels = _order(steps[hue], CONDITION_ORDER)
-    fig, axes = _panels(1, len(metrics), fig, (2.9, 2.5))
+    levels = level_order(steps[hue], CONDITION_ORDER)
+    fig, axes = panel_grid(1, len(metrics), fig, (2.9, 2.5))
     for i, (ax, (metric, label)) in enumerate(zip(axes[0], metrics.items())):
-        sub = _metric_rows(steps, metric)
+        sub = metric_rows(steps, metric)
         sns.lineplot(
             data=sub,
             x="step",
             y="value",
             hue=hue,
             hue_order=levels,
-            palette=_palette(levels, hue),
+            palette=level_colors(levels, hue),
             estimator="mean",
             errorbar="sd",
             ax=ax,
@@ -472,7 +366,7 @@ def fig_training_dynamics(
 # ---------------------------------------------------------------------------------------------
 # RV quartiles (C3)
 # ---------------------------------------------------------------------------------------------
-@_styled
+@styled
 def fig_rv_quartiles(
     quartiles: pd.DataFrame,
     *,
@@ -490,13 +384,13 @@ def fig_rv_quartiles(
         hue: optional column to split bars by (e.g. ``step`` or ``condition``).
     """
     cols = [quartile, success, mi] + ([hue] if hue else [])
-    _require(quartiles, cols, "quartiles")
-    order = _order(quartiles[quartile])
-    fig, axes = _panels(1, 2, fig, (3.0, 2.6))
+    require_columns(quartiles, cols, "quartiles")
+    order = level_order(quartiles[quartile])
+    fig, axes = panel_grid(1, 2, fig, (3.0, 2.6))
     hue_kw: dict[str, Any] = {}
     if hue:
-        levels = _order(quartiles[hue], CONDITION_ORDER)
-        hue_kw = {"hue": hue, "hue_order": levels, "palette": _palette(levels, hue)}
+        levels = level_order(quartiles[hue], CONDITION_ORDER)
+        hue_kw = {"hue": hue, "hue_order": levels, "palette": level_colors(levels, hue)}
     else:
         hue_kw = {"color": "#0173b2"}
     for ax, col, label in ((axes[0, 0], success, "task success"), (axes[0, 1], mi, "MI proxy")):
@@ -525,7 +419,7 @@ def _slip_label(v: float) -> str:
     return f"{100 * v:g}%" if 0 <= v <= 1 else f"{v:g}"
 
 
-@_styled
+@styled
 def fig_stochasticity(
     runs: pd.DataFrame,
     *,
@@ -542,15 +436,15 @@ def fig_stochasticity(
     Left: mean ± std over seeds per condition. Right: one dot per seed (``filtered - baseline`` on
     the same seed) and the mean ± std of those differences; slip rates in (0, 1) are shown as %.
     """
-    _require(runs, (slip, value, condition, pair_on), "runs")
+    require_columns(runs, (slip, value, condition, pair_on), "runs")
     data = runs[runs[condition].isin([filtered, baseline])]
     if data.empty:
         raise ValueError(f"no rows with {condition} in {[filtered, baseline]}")
     slips = sorted(data[slip].unique())
     pos = {s: i for i, s in enumerate(slips)}
-    fig, axes = _panels(1, 2, fig, (3.4, 2.7))
+    fig, axes = panel_grid(1, 2, fig, (3.4, 2.7))
     ax_abs, ax_gain = axes[0]
-    palette = _palette([filtered, baseline], condition)
+    palette = level_colors([filtered, baseline], condition)
     for offset, cond in ((-0.08, filtered), (0.08, baseline)):
         stats = data[data[condition] == cond].groupby(slip)[value].agg(["mean", "std"]).reset_index()
         ax_abs.errorbar(
@@ -594,12 +488,12 @@ def _paper_lookup(paper: pd.DataFrame | Mapping[str, float] | None) -> dict[str,
     if paper is None:
         return {}
     if isinstance(paper, pd.DataFrame):
-        _require(paper, ("metric", "paper_rho"), "paper")
+        require_columns(paper, ("metric", "paper_rho"), "paper")
         return dict(zip(paper["metric"], paper["paper_rho"].astype(float)))
     return {str(k): float(v) for k, v in paper.items()}
 
 
-@_styled
+@styled
 def fig_metric_correlations(
     corr: pd.DataFrame, *, paper: pd.DataFrame | Mapping[str, float] | None = None, ax: Axes | None = None
 ) -> Figure:
@@ -608,12 +502,12 @@ def fig_metric_correlations(
     Args:
         corr: one row per metric: ``metric``, ``rho`` and optionally ``ci_low``, ``ci_high`` and
             ``label`` (tick text; default the metric name).
-        paper: the paper's rho per metric (:func:`ragen2.tables.paper_reference_values` or a dict).
+        paper: the paper's rho per metric (:func:`ragen2.repro.tables.paper_reference_values` or a dict).
             A metric matches a paper entry by its full name or by the part after its last ``/``
             (``collapse_first_turn/mi_zscore`` matches ``mi_zscore``).
     """
-    _require(corr, ("metric", "rho"), "corr")
-    fig, ax = _single(ax, (max(3.6, 0.8 * len(corr) + 1.2), 3.0))
+    require_columns(corr, ("metric", "rho"), "corr")
+    fig, ax = single_axes(ax, (max(3.6, 0.8 * len(corr) + 1.2), 3.0))
     positions = np.arange(len(corr))
     rho = corr["rho"].astype(float).to_numpy()
     yerr = None
@@ -642,12 +536,12 @@ def fig_metric_correlations(
 def _scatter_vs_success(
     runs: pd.DataFrame, x: str, xlabel: str, y: str, hue: str | None, annotation: str | None, ax: Axes | None
 ) -> Figure:
-    _require(runs, [x, y] + ([hue] if hue else []), "runs")
-    fig, ax = _single(ax)
+    require_columns(runs, [x, y] + ([hue] if hue else []), "runs")
+    fig, ax = single_axes(ax)
     hue_kw: dict[str, Any] = {}
     if hue:
-        levels = _order(runs[hue], CONDITION_ORDER)
-        hue_kw = {"hue": hue, "hue_order": levels, "palette": _palette(levels, hue)}
+        levels = level_order(runs[hue], CONDITION_ORDER)
+        hue_kw = {"hue": hue, "hue_order": levels, "palette": level_colors(levels, hue)}
     sns.scatterplot(data=runs, x=x, y=y, s=30, ax=ax, **hue_kw)
     if annotation:
         ax.text(0.02, 0.97, annotation, transform=ax.transAxes, ha="left", va="top", fontsize=7.5)
@@ -656,7 +550,7 @@ def _scatter_vs_success(
     return fig
 
 
-@_styled
+@styled
 def fig_mi_vs_success(
     runs: pd.DataFrame,
     *,
@@ -670,7 +564,7 @@ def fig_mi_vs_success(
     return _scatter_vs_success(runs, x, f"{x} (final)", y, hue, annotation, ax)
 
 
-@_styled
+@styled
 def fig_entropy_vs_success(
     runs: pd.DataFrame,
     *,
@@ -704,7 +598,7 @@ def reward_matrix(
     return matrix, matrix.var(axis=1), order
 
 
-@_styled
+@styled
 def fig_reward_heatmaps(
     rewards: pd.DataFrame,
     *,
@@ -721,7 +615,7 @@ def fig_reward_heatmaps(
     :func:`reward_matrix`) and a bar strip of RV (population variance) per prompt; one colour bar is
     shared. Axes: ``2 * phases + 1``.
     """
-    _require(rewards, (phase, prompt, rollout, reward), "rewards")
+    require_columns(rewards, (phase, prompt, rollout, reward), "rewards")
     phases = list(phase_order) if phase_order is not None else list(pd.unique(rewards[phase]))
     unknown = [p for p in phases if p not in set(rewards[phase])]
     if unknown:
@@ -759,7 +653,7 @@ def fig_reward_heatmaps(
 # ---------------------------------------------------------------------------------------------
 # Intervention sweeps (C7)
 # ---------------------------------------------------------------------------------------------
-@_styled
+@styled
 def fig_intervention_sweeps(
     sweeps: pd.DataFrame,
     *,
@@ -779,15 +673,15 @@ def fig_intervention_sweeps(
         sweeps: one row per run with ``sweep``, ``value`` and the ``metrics`` columns.
         metrics: column -> axis label, one row of panels each.
     """
-    _require(sweeps, [sweep, value, *metrics], "sweeps")
+    require_columns(sweeps, [sweep, value, *metrics], "sweeps")
     names = list(pd.unique(sweeps[sweep]))
-    fig, axes = _panels(len(metrics), len(names), fig, (2.8, 2.4))
+    fig, axes = panel_grid(len(metrics), len(names), fig, (2.8, 2.4))
     for c, name in enumerate(names):
         part = sweeps[sweeps[sweep] == name]
         if value_order and name in value_order:
             order = list(value_order[name])
         else:
-            order = sorted(pd.unique(part[value]), key=_numeric_or_label)
+            order = sorted(pd.unique(part[value]), key=numeric_or_label)
         pos = {v: i for i, v in enumerate(order)}
         xs = part[value].map(pos)
         if xs.isna().any():
@@ -807,7 +701,7 @@ def fig_intervention_sweeps(
                 color="#0173b2",
                 zorder=3,
             )
-            ax.set_xticks(range(len(order)), [_tick_label(v) for v in order], rotation=45)
+            ax.set_xticks(range(len(order)), [tick_label(v) for v in order], rotation=45)
             ax.set_ylabel(label if c == 0 else "")
             if r == 0:
                 ax.set_title(str(name))

@@ -8,11 +8,11 @@ import pytest
 import yaml
 
 from ragen2.__main__ import main
-from ragen2.analysis import parse_run_id
 from ragen2.config import RunConfig, from_dict, load_config, run_ids, to_dict
-from ragen2.profiles import PROFILE_NAMES, S_PER_RUN, SLIPS, build, estimate, filter_tag, fmt_value, run_id
+from ragen2.repro.profiles import PROFILE_NAMES, S_PER_RUN, SLIPS, build, estimate
+from ragen2.repro.run_ids import filter_tag, fmt_value, parse_run_id, run_id
 
-PARAMS = Path(__file__).resolve().parents[1] / "params.yaml"
+PARAMS = Path(__file__).resolve().parents[2] / "params.yaml"
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Tests for ragen2.stats: paired tests, Spearman with bootstrap CI, the verdict rule."""
+"""Tests for ragen2.repro.stats: paired tests, Spearman with bootstrap CI, the verdict rule."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from ragen2.stats import bootstrap_mean_ci, decide, pair_by_seed, paired_test, spearman
+from ragen2.repro.stats import bootstrap_mean_ci, decide, pair_by_seed, paired_test, spearman
 
 
 def test_paired_test_counts_and_pvalues_match_direct_computation():
@@ -165,7 +165,7 @@ def test_pair_by_seed_joins_on_common_seeds():
 
 
 def test_spearman_bootstrap_rows_match_scalar_rho():
-    from ragen2.stats import _rho, _rho_rows
+    from ragen2.repro.stats import _rho, _rho_rows
 
     rng = np.random.default_rng(2)
     x, y = rng.integers(0, 4, size=(50, 7)).astype(float), rng.normal(size=(50, 7))
@@ -183,7 +183,7 @@ def test_summaries_are_one_line_with_the_numbers():
 
 
 def test_pairs_needed_matches_the_textbook_values():
-    from ragen2.stats import pairs_needed
+    from ragen2.repro.stats import pairs_needed
 
     # d = 0.5 at alpha 0.05, power 0.8 needs 34 pairs (Cohen's table, paired t); d = 1 needs 10
     assert pairs_needed(1.0, 0.5) == 34 and pairs_needed(2.0, 2.0) == 10
@@ -193,7 +193,7 @@ def test_pairs_needed_matches_the_textbook_values():
 
 
 def test_runs_needed_for_rho():
-    from ragen2.stats import runs_needed_for_rho
+    from ragen2.repro.stats import runs_needed_for_rho
 
     assert runs_needed_for_rho(-0.3) == 85 and runs_needed_for_rho(0.5) == 30
     with pytest.raises(ValueError, match="rho"):

@@ -2,7 +2,7 @@
 
 Each notebook ends by writing ``paper_figures/claims_<section>.csv`` with exactly the columns
 ``claim, verdict, evidence`` (one row per claim it tests; verdict one of ``agree``, ``disagree``,
-``inconclusive``; see :func:`ragen2.stats.decide`). :func:`merge_claims` joins the section files into
+``inconclusive``; see :func:`ragen2.repro.stats.decide`). :func:`merge_claims` joins the section files into
 ``paper_figures/claims.csv`` (same columns, claims in C1..C7 order, the evidence of each section
 prefixed with ``[<section>]``). Two sections that reach different verdicts on one claim are an error:
 the conflict must be resolved in the notebooks, not hidden by the merge.
@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragen2.results_io import write_text_atomic
+from ragen2.fileio import write_text_atomic
 
 CLAIM_IDS = ("C1", "C2", "C3", "C4", "C5", "C6", "C7")
 """The claim ids of the project's paper-claims reference."""

@@ -5,7 +5,7 @@
   seeds and the seed counts, in percent.
 - :func:`main_table_vs_paper`: the same numbers in long form with the paper's beside them.
 - :func:`paper_main_table`, :func:`paper_reference_values`: the paper's main table and its C2
-  Spearman values, read from ``ragen2/data/`` (facts copied from the paper, with their header);
+  Spearman values, read from ``ragen2/repro/data/`` (facts copied from the paper, with their header);
   :func:`paper_gain`: the paper's mean Top-p gain over some of its cells (the effect C1 is held to).
 - :func:`learning_table`: validation success at the warm start and at the end of training, per cell.
 """
@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ragen2.results_io import start_end_values
-from ragen2.stats import pair_by_seed
+from ragen2.repro.runs import start_end_values
+from ragen2.repro.stats import pair_by_seed
 
 ALGO_LABELS = {"ppo": "PPO", "dapo": "DAPO", "grpo": "GRPO", "dr_grpo": "Dr. GRPO"}
 """``trainer.algo`` -> the paper's row label (also the row order)."""
@@ -43,7 +43,7 @@ AVERAGE = "Average"
 
 
 def _data_path(name: str) -> Path:
-    return Path(str(resources.files("ragen2") / "data" / name))
+    return Path(str(resources.files("ragen2.repro") / "data" / name))
 
 
 def paper_main_table(path: str | Path | None = None) -> pd.DataFrame:
@@ -245,7 +245,7 @@ def learning_table(runs_df: pd.DataFrame, steps_df: pd.DataFrame, *, metric: str
         One row per cell: ``env, algorithm, condition, n_seeds, start_mean, start_std, end_mean, end_std,
         gain_mean, gain_std, t_p, learned, seeds`` (success in percent with ``scale=100``).
     """
-    from ragen2.stats import paired_test
+    from ragen2.repro.stats import paired_test
 
     ends = start_end_values(steps_df, metric, window)
     data = runs_df.set_index("run_id").join(ends, how="inner")

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ragen2.dvcstages import commit_stages
+from ragen2.repro.dvcstages import commit_stages
 
 DVC = [sys.executable, "-m", "dvc"]
 

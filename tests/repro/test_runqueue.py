@@ -7,8 +7,8 @@ import torch
 import yaml
 
 from ragen2.config import ConfigError, RunConfig, apply_overrides, to_dict
-from ragen2.profiles import build, run_seconds
-from ragen2.runqueue import by_cost, train_runs
+from ragen2.repro.profiles import build, run_seconds
+from ragen2.repro.runqueue import by_cost, train_runs
 from ragen2.trainer.loop import train
 from ragen2.trainer.runlog import read_metrics
 from ragen2.warmstart import initial_policy
@@ -39,7 +39,9 @@ def test_unmeasured_env_counts_one_second_per_step_and_keeps_order():
 
 def _params(tmp_path: Path) -> Path:
     base = to_dict(apply_overrides(RunConfig(), TINY))
-    runs = {"a": {"seed": 0}, "b": {"seed": 1}, "bad": {"trainer": {"entropy_scope": "thinking"}}}
+    runs = {"a": {"seed": 0}, "b": {"seed": 1},
+            "bad": {"env": {"kwargs": {"no_such_option": 1}}},  # a valid config whose environment fails to build
+            "invalid": {"trainer": {"entropy_scope": "thinking"}}}
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump({"base": base, "runs": runs}))
     return path
@@ -47,6 +49,7 @@ def _params(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("ids,workers,error,match", [
     (["a", "nope"], 1, ConfigError, "nope"),
+    (["a", "invalid"], 1, ConfigError, "trainer.entropy_scope='thinking'"),
     (["a", "a"], 1, ValueError, "repeat"),
     (["a"], 0, ValueError, "workers"),
 ])
@@ -62,7 +65,7 @@ def test_a_worker_trains_runs_in_turn_like_separate_processes_and_reports_failur
     failed = train_runs(["a", "bad", "b"], params=params, workers=1, cache_dir=cache, runs_root=tmp_path / "runs",
                         log=lines.append)
     assert failed == ["bad"] and len(lines) == 3
-    assert any("FAILED" in line and "entropy_scope" in line for line in lines)
+    assert any("FAILED" in line and "no_such_option" in line for line in lines)
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -83,7 +86,7 @@ def test_finished_or_reconfigured_runs_start_over_interrupted_ones_resume(tmp_pa
     import json
 
     import ragen2.trainer.loop as loop
-    from ragen2.runqueue import _train_one
+    from ragen2.repro.runqueue import _train_one
 
     calls = []
     monkeypatch.setattr(loop, "train", lambda cfg, run_dir, init_policy, resume, **kw: calls.append((run_dir.name, resume)))

@@ -1,28 +1,21 @@
-"""Tests for ragen2.results_io: loading run dirs, atomic writers, deterministic figure/table saving."""
+"""Tests for ragen2.repro.runs: run directories as the runs table, the per-step table and gradient tables."""
 
 from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 
-from ragen2.results_io import (
+from ragen2.fileio import write_json_atomic
+from ragen2.repro.runs import (
     filter_condition,
     final_values,
-    flatten,
     load_grad_tables,
     load_runs,
     read_metrics_jsonl,
-    save_figure,
-    save_table,
-    to_markdown,
-    write_json_atomic,
-    write_text_atomic,
 )
 
 
@@ -73,10 +66,6 @@ def test_filter_condition_mirrors_is_noop():
     assert filter_condition({"strategy": "top_k", "value": 0.25}) == "top_k"
     assert filter_condition({"strategy": "none"}) == "none"
     assert filter_condition({}) == "none"
-
-
-def test_flatten_dotted_keys():
-    assert flatten({"a": {"b": 1, "c": {"d": [1, 2]}}, "e": "x"}) == {"a.b": 1, "a.c.d": (1, 2), "e": "x"}
 
 
 def test_load_runs_rows_labels_and_final_success(tmp_path):
@@ -174,69 +163,6 @@ def test_load_grad_tables(tmp_path):
         load_grad_tables(tmp_path)
 
 
-def test_atomic_writers_replace_and_leave_no_temp(tmp_path):
-    target = tmp_path / "sub" / "x.json"
-    write_json_atomic(target, {"b": np.float64(1.5), "a": [np.int64(2), float("nan")]})
-    assert json.loads(target.read_text()) == {"a": [2, None], "b": 1.5}
-    assert target.read_text().index('"a"') < target.read_text().index('"b"')  # sorted keys
-    write_text_atomic(target, "replaced")
-    assert target.read_text() == "replaced"
-    assert os.listdir(target.parent) == ["x.json"]
-    with pytest.raises(TypeError):
-        write_text_atomic(target, b"bytes")
-
-
-def _figure():
-    from ragen2.figures import new_figure
-
-    fig = new_figure(3, 2)
-    ax = fig.add_subplot()
-    ax.plot([0, 1, 2], [0, 1, 4], label="y")
-    ax.set_title("det")
-    ax.legend()
-    return fig
-
-
-def test_save_figure_is_byte_identical(tmp_path):
-    fig = _figure()
-    first = save_figure(fig, "fig_test", tmp_path / "a", caption="A test figure.")
-    second = save_figure(_figure(), "fig_test", tmp_path / "b", caption="A test figure.")
-    for kind in ("png", "pdf", "caption"):
-        assert first[kind].read_bytes() == second[kind].read_bytes(), kind
-    assert first["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    pdf = first["pdf"].read_bytes()
-    assert pdf.startswith(b"%PDF") and b"CreationDate" not in pdf
-    assert b"Software" not in first["png"].read_bytes()
-    assert first["caption"].read_text() == "**fig_test**: A test figure.\n"
-
-
-def test_save_figure_rejects_bad_input(tmp_path):
-    with pytest.raises(ValueError, match="caption"):
-        save_figure(_figure(), "f", tmp_path, caption="  ")
-    with pytest.raises(ValueError, match="a/b"):
-        save_figure(_figure(), "a/b", tmp_path, caption="x")
-    with pytest.raises(TypeError, match="Figure"):
-        save_figure("not a figure", "f", tmp_path, caption="x")
-
-
-def test_save_table_csv_and_markdown(tmp_path):
-    df = pd.DataFrame({"algo": ["PPO", "GRPO"], "success": [0.5, float("nan")], "note": ["a|b", "c"]})
-    paths = save_table(df, "table_x", tmp_path, caption="Numbers.")
-    back = pd.read_csv(paths["csv"])
-    assert list(back.columns) == ["algo", "success", "note"] and back["success"].iloc[0] == 0.5
-    md = paths["md"].read_text()
-    assert md.startswith("**table_x**: Numbers.\n\n| algo | success | note |")
-    assert "a\\|b" in md
-    multi = pd.DataFrame(
-        [[1.0, 2]],
-        index=pd.Index(["PPO"], name="algorithm"),
-        columns=pd.MultiIndex.from_tuples([("Sokoban", "mean"), ("Sokoban", "n")]),
-    )
-    paths = save_table(multi, "table_multi", tmp_path)
-    assert paths["csv"].read_text().splitlines()[0] == "algorithm,Sokoban/mean,Sokoban/n"
-    assert "| algorithm | Sokoban/mean | Sokoban/n |" in to_markdown(multi)
-
-
 def test_load_runs_reads_the_trainers_own_files(tmp_path):
     """A run dir written with the trainer's writers (config via to_dict, RunLogger, summarize)."""
     from ragen2.config import RunConfig, apply_overrides, to_dict
@@ -267,7 +193,7 @@ def test_load_runs_reads_the_trainers_own_files(tmp_path):
 
 
 def test_start_end_values_average_windows_and_need_two_of_them():
-    from ragen2.results_io import start_end_values
+    from ragen2.repro.runs import start_end_values
 
     steps = pd.DataFrame([{"run_id": r, "step": s, "metric": "m", "value": float(s)}
                           for r, n in (("a", 4), ("b", 3)) for s in range(n)]

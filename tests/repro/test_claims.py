@@ -1,4 +1,4 @@
-"""Tests for ragen2.claims: validated per-section claim files and their merge."""
+"""Tests for ragen2.repro.claims: validated per-section claim files and their merge."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import csv
 
 import pytest
 
-from ragen2.claims import Claim, ClaimsConflictError, merge_claims, read_claims, write_claims
+from ragen2.repro.claims import Claim, ClaimsConflictError, merge_claims, read_claims, write_claims
 
 
 def _rows(path):

@@ -1,4 +1,4 @@
-"""Tests for ragen2.tables: the main table from runs, the paper's numbers as package data."""
+"""Tests for ragen2.repro.tables: the main table from runs, the paper's numbers as package data."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ragen2.tables import (
+from ragen2.repro.tables import (
     STATS,
     format_main_table,
     main_table,
@@ -112,15 +112,6 @@ def test_paper_data_files_hold_the_reference_numbers():
     }
 
 
-def test_paper_data_matches_the_shared_reference_copy():
-    from pathlib import Path
-
-    shared = Path("/work/shared/reference/paper_main_table.csv")
-    if not shared.exists():
-        pytest.skip("shared reference not on this machine")
-    pd.testing.assert_frame_equal(paper_main_table(), paper_main_table(shared))
-
-
 def test_main_table_vs_paper_places_numbers_side_by_side():
     vs = main_table_vs_paper(main_table(_runs()))
     assert vs.index.names == ["algorithm", "env"]
@@ -141,7 +132,7 @@ def test_paper_main_table_rejects_wrong_columns(tmp_path):
 
 
 def test_paper_gain_averages_the_papers_cells():
-    from ragen2.tables import paper_gain
+    from ragen2.repro.tables import paper_gain
 
     assert paper_gain(["frozenlake"], ["ppo"]) == pytest.approx(10.9)
     assert paper_gain(["frozenlake"], ["ppo", "grpo", "dapo", "dr_grpo"]) == pytest.approx((10.9 + 2.1 + 2.3 + 0.6) / 4)
@@ -150,7 +141,7 @@ def test_paper_gain_averages_the_papers_cells():
 
 
 def test_learning_table_pairs_start_and_end_within_runs():
-    from ragen2.tables import learning_table
+    from ragen2.repro.tables import learning_table
 
     runs = pd.DataFrame([{"run_id": f"r{s}", "env": "frozenlake", "algo": "grpo", "condition": "none", "seed": s}
                          for s in range(4)])

@@ -4,7 +4,7 @@
 ``python -m ragen2 train`` process per run (what each DVC ``train`` stage's command does), a worker
 imports torch, transformers and ragen2 once (about 5 s per process on the 2-core machine) and then
 trains run after run. Runs are handed out dearest first (:func:`by_cost`, from the measured
-:data:`ragen2.profiles.S_PER_STEP`), so the last run to finish is a short one and no worker idles long.
+:data:`ragen2.repro.profiles.S_PER_STEP`), so the last run to finish is a short one and no worker idles long.
 
 A run trained in a worker is the same run as one trained alone: :func:`ragen2.trainer.loop.train`
 seeds every random stream from the run's config, so what a worker ran before does not change it
@@ -26,9 +26,9 @@ from ragen2.config import RunConfig, load_config
 
 
 def by_cost(configs: dict[str, RunConfig]) -> list[str]:
-    """Run ids, dearest first by :func:`ragen2.profiles.run_seconds` (ties and unmeasured envs keep their order;
+    """Run ids, dearest first by :func:`ragen2.repro.profiles.run_seconds` (ties and unmeasured envs keep their order;
     a run without a measured cost counts one second per step)."""
-    from ragen2.profiles import run_seconds
+    from ragen2.repro.profiles import run_seconds
 
     def cost(rid: str) -> float:
         try:

@@ -7,9 +7,11 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from ragen2 import figures as F
-from ragen2.results_io import save_figure
-from ragen2.tables import paper_reference_values
+from ragen2.repro import figures as F
+from ragen2.repro.artifacts import save_figure
+from ragen2.repro.figure_style import new_figure
+from ragen2.repro.regimes import regime_points_from_toy
+from ragen2.repro.tables import paper_reference_values
 
 ENVS = ("sokoban", "frozenlake")
 CONDITIONS = ("top_p", "top_k", "none")
@@ -83,7 +85,7 @@ def _axes_count(fig: Figure) -> int:
 def test_four_regimes_with_toy_and_checkpoints():
     points = pd.concat(
         [
-            F.regime_points_from_toy(),
+            regime_points_from_toy(),
             pd.DataFrame(
                 {
                     "label": ["step 0", "step 100"],
@@ -109,9 +111,9 @@ def test_four_regimes_with_toy_and_checkpoints():
 
 
 def test_four_regimes_draws_into_given_ax():
-    outer = F.new_figure(6, 3)
+    outer = new_figure(6, 3)
     ax_left, ax_right = outer.subplots(1, 2)
-    fig = F.fig_four_regimes(F.regime_points_from_toy(), ax=ax_right)
+    fig = F.fig_four_regimes(regime_points_from_toy(), ax=ax_right)
     assert (
         fig is outer
         and _axes_count(fig) == 2
@@ -122,7 +124,7 @@ def test_four_regimes_draws_into_given_ax():
 
 
 def test_widget_frame_small_multiples():
-    frames = pd.concat([F.regime_points_from_toy().assign(frame=d) for d in (0.0, 0.5, 1.0, 0.25)])
+    frames = pd.concat([regime_points_from_toy().assign(frame=d) for d in (0.0, 0.5, 1.0, 0.25)])
     fig = F.fig_entropy_vs_mi_widget_frame(frames, highlight=0.5, ncols=3)
     assert _axes_count(fig) == 4  # 2 x 3 grid, unused cells removed
     bold = [ax.title.get_fontweight() for ax in fig.axes]
@@ -342,5 +344,5 @@ def test_style_is_not_left_active():
     import matplotlib as mpl
 
     before = mpl.rcParams["axes.spines.top"], mpl.rcParams["font.size"]
-    F.fig_four_regimes(F.regime_points_from_toy())
+    F.fig_four_regimes(regime_points_from_toy())
     assert (mpl.rcParams["axes.spines.top"], mpl.rcParams["font.size"]) == before

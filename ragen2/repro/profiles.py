@@ -4,52 +4,48 @@ A profile is plain Python data: ``base`` (a complete RunConfig as a dict, 1:1 wi
 ``base`` section), ``runs`` (run id -> overrides of ``base``) and ``pipeline`` (metadata that is not
 part of any RunConfig: the profile name, the warm starts the runs share, each run's warm-start path
 for the DVC ``train`` stage, and the papermill parameters of every notebook).
-``python -m ragen2 profile {cpu,smoke,paper} --write params.yaml`` writes it out.
+``python -m ragen2 profile {cpu,smoke,paper} --write params.yaml`` writes it out. Run ids are built and
+parsed by :mod:`ragen2.repro.run_ids`; ``<study>`` names the study a run belongs to (:data:`STUDIES`).
 
-Run ids are ``<env>__<algo>__<filter>__<study>__s<seed>`` (:func:`run_id`), with values written
-without dots (``0.02`` -> ``0p02``) because DVC splits parameter paths on dots. ``<filter>`` is
-``none``, ``topp0p9``, ``topk0p25``...; ``<study>`` names the study a run belongs to
-(:data:`STUDIES`), and :func:`ragen2.analysis.parse_run_id` reads it back.
-
-**The CPU default profile** (``cpu``; designed from ``cpu-scale-probe.md`` and sized for 60 minutes on
-2 cores at the measured cost, :data:`S_PER_STEP`; measured 55 after setup, 59 with it, see the README):
+**The CPU default profile** (``cpu``): sized to run in about an hour on 2 cores at the measured per-step
+cost (:data:`S_PER_STEP`; ``python -m ragen2 profile cpu --estimate``), with the settings a preliminary CPU
+experiment (docs/method.md §7.0) found necessary to see the paper's mechanisms at all:
 
 - Policy: the tiny local Llama (0.4M parameters), warm-started by SFT on 4000 expert episodes of which 30 %
   carry a template reasoning (``warm_start.template_fraction``): 600 steps give greedy success 0.69 on
-  32 seeds, a *partial* start (the expert: 1.0; with 500 episodes the SFT overfits and 550 steps reach only
-  0.38). The probe showed that the warm start's strength and faithfulness decide whether anything
+  32 seeds, a *partial* start (the expert: 1.0), so that RL has room to improve; with 500 episodes the SFT
+  overfits (550 steps reach only 0.38). The warm start's strength and faithfulness decide whether anything
   collapses, so they are parameters and ``warm_start.json`` records greedy success and template share.
-  Single-turn episodes with up to 10 moves (the probe's shape): the 5-turn default costs several times
-  the tokens. One warm start serves every run, every slip rate included (``warm_start.env_kwargs``).
+  Single-turn episodes with up to 10 moves: the 5-turn default costs several times the tokens. One warm
+  start serves every run, every slip rate included (``warm_start.env_kwargs``).
 - Filter: Top-p 0.9 in *linear* mode without zero-RV groups. The paper's main table used softmax mode,
   but with 8 groups and rewards in [0, 1] the softmax weights of the group stds are almost uniform, so
   softmax top-p 0.9 keeps 7-8 of 8 groups and hardly filters (measured on binomial groups: 7.2-7.9 kept
   vs 6.2-7.6 in linear mode, which always drops zero-RV groups).
 - ``main`` study (C1, C2, C4): FrozenLake x PPO, GRPO, DAPO, Dr. GRPO x {no filter, Top-p}, 4 paired seeds
   (both conditions see the same env seeds), 30 steps of 8 x 8 rollouts, gradient decomposition on PPO
-  and GRPO (steps 1 and 16). Its validation success at step 0 and at the end is also the trainer's
-  "does it learn" measurement.
-- ``mech`` study (C6 mechanism): the probe saw the paper's signature only with an input-agnostic
-  regulariser it could control: an entropy bonus on the reasoning tokens (``trainer.entropy_scope:
-  reasoning``, 0.02) and no KL. FrozenLake GRPO, no filter vs Top-p, 8 paired seeds, 40 steps (the first
-  pass had 4 seeds and left C6's MI part inconclusive, its interval ending at +0.102 nats against the 0.1
-  margin; 4 more were added, and the notebooks say so). Its control is the main study's GRPO cells (same
-  warm start, seeds and filter; entropy 0.001 on all tokens).
+  and GRPO (steps 1 and 16). Its validation success at step 0 and at the end also measures whether the
+  trainer learns.
+- ``mech`` study (C6 mechanism): the paper's signature appears at this scale only with an input-agnostic
+  regulariser the run controls: an entropy bonus on the reasoning tokens (``trainer.entropy_scope:
+  reasoning``, 0.02) and no KL. FrozenLake GRPO, no filter vs Top-p, 8 paired seeds, 40 steps. 8 seeds
+  because 4 leave C6's MI part inconclusive (its interval reached +0.102 nats against the 0.1 margin);
+  notebook 07 discloses that the seeds were added after that look. Its control is the main study's GRPO
+  cells (same warm start, seeds and filter; entropy 0.001 on all tokens).
 - ``slip`` study (C5): FrozenLake GRPO at slip 0, 20 and 100 % (the main study's GRPO cells are the 2 %
   point), no filter vs Top-p, 4 paired seeds, 30 steps, the main study's trainer settings.
 - ``ent``, ``kl``, ``toppsweep`` studies (C7): one factor at a time around the main study's GRPO cells
   (their 4 seeds are every sweep's base point): entropy {0, 0.05}, KL (k1) {0.01, 0.1}, top-p 0.6; 2 seeds
   per new point, 30 steps.
 - ``reuse_main`` (:class:`Sizes`): the points the main study already has are not trained twice; the
-  analysis borrows them (:func:`ragen2.analysis.slip_runs`, :func:`ragen2.analysis.sweep_table`) when
-  every other setting is equal.
-- **Cut to fit 60 minutes** (they are in the ``paper`` profile): Sokoban (its 350-step warm start reached
-  greedy success 0.09 with most answers cut at 64 tokens); Top-k 0.25; slip 5, 10 and 50 %; more seeds
-  for the sweeps; 100+ steps (the probe needed about 100 steps to see MI fall); a separate entropy-0
-  control. The estimate is printed by ``python -m ragen2 profile cpu --estimate``.
+  analysis borrows them (:func:`ragen2.repro.studies.slip_runs`, :func:`ragen2.repro.studies.sweep_table`)
+  when every other setting is equal.
+- **Left out to fit the hour** (they are in the ``paper`` profile): Sokoban (its 350-step warm start reaches
+  greedy success 0.09, most answers cut at 64 tokens); Top-k 0.25; slip 5, 10 and 50 %; more seeds for the
+  sweeps; 100+ steps (MI needs about 100 steps to fall at this scale); a separate entropy-0 control.
 
 Parallelism: DVC 3.67's ``dvc repro`` has no ``-j``; ``make repro`` trains the stale runs on two worker
-processes (one torch thread each, dearest first: :mod:`ragen2.runqueue`) and records them with
+processes (one torch thread each, dearest first: :mod:`ragen2.repro.runqueue`) and records them with
 ``python -m ragen2 commit-runs``; :func:`estimate` assumes that.
 
 **smoke**: the same studies with tiny everything (2 training steps, 1-2 seeds, 4 x 3 rollouts of 48
@@ -57,7 +53,7 @@ tokens, a 100-step warm start on 128 episodes: the least after which the tiny po
 ``<think>`` tags, so the MI metrics exist), so every notebook executes. Its numbers mean nothing.
 
 **paper**: ``Qwen/Qwen2.5-3B``, no warm start, 400 steps, 8 x 16, vLLM rollouts, the paper's
-hyper-parameters (spec 6.4 and 7.1-7.3): Sokoban and FrozenLake x PPO/GRPO/DAPO/Dr. GRPO (+ top-k),
+hyper-parameters (docs/method.md §6.4 and §7.1-§7.3): Sokoban and FrozenLake x PPO/GRPO/DAPO/Dr. GRPO (+ top-k),
 all seven slip rates, the full entropy / KL / top-p sweeps on Sokoban, 1 seed per cell (GPU only).
 """
 
@@ -72,6 +68,7 @@ from typing import Any
 import yaml
 
 from ragen2.config import RunConfig, deep_merge, from_dict, to_dict
+from ragen2.repro.run_ids import filter_tag, fmt_value, run_id
 
 PROFILE_NAMES = ("cpu", "smoke", "paper")
 ALGOS = ("ppo", "grpo", "dapo", "dr_grpo")
@@ -93,57 +90,27 @@ S_PER_STEP: dict[str, float | dict[str, float]] = {
 """Measured seconds per RL step with the CPU profile's settings (FrozenLake, single turn, 8 x 8 rollouts of
 <= 64 tokens, MI every 10 steps, validation on 64 seeds every 10 steps, gradient decomposition at steps 1
 and 16 in PPO/GRPO), per algorithm: each run's ``timings_s.total_elapsed`` (which includes its step-0
-validation and checkpoints) over its steps, averaged over the 82 runs of the ``make repro`` of 2026-11-30
-02:58-03:41 UTC (two worker processes, one torch thread each, nothing else running), with the shared-prompt
-forward (:mod:`ragen2.trainer.prefix`), mini-batches of whole groups, repeated prompts scored once in the MI
-diagnostics and DAPO's refill rollouts (about one round of two groups a step).
+validation and checkpoints) over its steps, averaged over the 82 runs of a full ``make repro`` (two worker
+processes, one torch thread each, nothing else running) with the current trainer: the shared-prompt forward
+(:mod:`ragen2.trainer.prefix`), mini-batches of whole groups, repeated prompts scored once in the MI
+diagnostics and DAPO's refill rollouts (about one round of two groups a step). Re-measure them when the
+trainer's cost changes, or :func:`estimate` drifts from the pipeline's real time.
 PPO's critic makes it the dearest; the GRPO mean includes the slip-100 % Top-p runs, whose updates are all
 empty. Per env, either one number or a number per algorithm. Sokoban was not measured (it is not in the
 CPU grid)."""
 S_PER_RUN = 1.6
-"""Fixed cost per run outside its own timer (handing the run to a worker, reading params): the 82 runs took
-41.6 minutes on two workers, 1.6 s per run more than the sum of their ``total_elapsed`` (with one process per
-run it was 7.0 s: mostly importing torch and transformers)."""
+"""Fixed cost per run outside its own timer (handing the run to a worker, reading params), measured: 82 runs on
+two workers took 1.6 s per run more than the sum of their ``total_elapsed``. A process per run costs 7.0 s
+(mostly importing torch and transformers), which is why :mod:`ragen2.repro.runqueue` keeps its workers."""
 S_PER_WARM_START_STEP = 0.27
 """Measured: the CPU warm start (600 SFT steps of 32 single-turn FrozenLake episodes, two torch threads: it runs
 alone) took 143 s of SFT plus about 17 s of corpus building and greedy evaluation (one thread: 237 s of SFT)."""
 S_PER_NOTEBOOK = 71.0
 """Seconds per executed notebook (kernel start, imports, the prompt-level rollouts of notebooks 04/07): the
-data stage, the eight notebooks and the claims stage took 9.5 minutes in the fresh-clone run (notebook 04 and
-its 17 prompt tables: 4.3 min)."""
+data stage, the eight notebooks and the claims stage take 9.5 minutes from a fresh clone (notebook 04 and its
+17 prompt tables: 4.3 min)."""
 WORKERS = 2
 """Parallel training processes (one per core)."""
-
-
-# ---------------------------------------------------------------------------------------------
-# Run ids
-# ---------------------------------------------------------------------------------------------
-def fmt_value(value: float) -> str:
-    """A number without dots or signs for run ids: ``0.02`` -> ``0p02``, ``1.0`` -> ``1``."""
-    if value < 0 or not math.isfinite(value):
-        raise ValueError(f"run-id values must be finite and >= 0, got {value!r}")
-    text = f"{value:g}"
-    if "e" in text:
-        raise ValueError(f"value {value!r} is too small or large for a run id")
-    return text.replace(".", "p")
-
-
-def filter_tag(strategy: str, value: float) -> str:
-    """``none``, ``topp0p9``, ``topk0p25``, ..."""
-    if strategy == "none":
-        return "none"
-    return f"{strategy.replace('_', '')}{fmt_value(value)}"
-
-
-def run_id(env: str, algo: str, filt: str, study: str, seed: int) -> str:
-    """``<env>__<algo>__<filter>__<study>__s<seed>``; every part a plain slug."""
-    parts = (env, algo, filt, study)
-    for part in parts:
-        if not part or "__" in part or "." in part or "/" in part:
-            raise ValueError(f"run-id part {part!r} must be non-empty without '__', '.' or '/'")
-    if seed < 0:
-        raise ValueError(f"seed must be >= 0, got {seed!r}")
-    return "__".join([*parts, f"s{seed}"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -174,7 +141,7 @@ class Sizes:
     reuse_main: bool
     """The main study's ``aux_algo`` cells double as the slip study's base slip rate and as the base point of
     every intervention sweep (one factor changed at a time), so those points are not trained twice
-    (:func:`ragen2.analysis.slip_runs`, :func:`ragen2.analysis.sweep_table`)."""
+    (:func:`ragen2.repro.studies.slip_runs`, :func:`ragen2.repro.studies.sweep_table`)."""
     slips: tuple[float, ...]
     slip_seeds: int
     sweep_env: str
@@ -186,6 +153,8 @@ class Sizes:
 
 @dataclass(frozen=True)
 class Profile:
+    """One profile: the base config, the runs, the notebooks' parameters and the warm start of each run."""
+
     name: str
     base: dict[str, Any]
     """A complete RunConfig as a dict."""
@@ -225,7 +194,7 @@ class Profile:
 
     def yaml(self) -> str:
         header = (f"# ragen2 parameters, written by `python -m ragen2 profile {self.name} --write params.yaml`;"
-                  " edit ragen2/profiles.py, not this file.\n"
+                  " edit ragen2/repro/profiles.py, not this file.\n"
                   "# base: a complete ragen2.config.RunConfig (1:1); runs: run id -> overrides of base;\n"
                   "# pipeline: DVC/notebook metadata that is not part of any RunConfig.\n")
         return header + yaml.safe_dump(self.params(), sort_keys=False, default_flow_style=False, width=110)
@@ -241,7 +210,7 @@ def _cpu_base() -> dict[str, Any]:
         # a partial start: greedy success about 0.7 (600 steps on 4000 episodes; 500 episodes overfit)
         "warm_start": {"steps": 600, "lr": 3e-3, "batch_size": 32, "num_episodes": 4000,
                        "template_fraction": 0.3, "seed": 0},
-        # single turn with up to 10 moves (the probe's shape): 5 turns cost ~5x the tokens on 2 cores
+        # single turn with up to 10 moves (the preliminary experiment's shape, docs/method.md §7.0): 5 turns cost ~5x the tokens on 2 cores
         "rollout": {"env_groups": 8, "group_size": 8, "max_turns": 1, "max_actions_per_turn": 10,
                     "max_actions_per_traj": 10, "max_new_tokens": 64, "max_context_tokens": 1024,
                     "val_groups": 64},
@@ -270,7 +239,7 @@ def _smoke_base() -> dict[str, Any]:
 
 
 def _paper_base() -> dict[str, Any]:
-    """Spec 6.4 defaults with the main-table overrides of spec 7.1 (Qwen2.5-3B base model, 400 steps)."""
+    """The defaults of docs/method.md §6.4 with the main-table overrides of §7.1 (Qwen2.5-3B base model, 400 steps)."""
     overrides = {
         "env": {"name": "frozenlake", "kwargs": {"success_rate": 0.98}},
         "policy": {"name_or_path": "Qwen/Qwen2.5-3B", "dtype": "bfloat16", "device": "cuda"},
@@ -371,7 +340,7 @@ def _grid(sizes: Sizes, paper: bool) -> dict[str, dict[str, Any]]:
             add("frozenlake", sizes.aux_algo, filt, f"slip{fmt_value(slip)}", sizes.slip_seeds, extra)
 
     # intervention sweeps (C7). reuse_main: one factor at a time around the main study's aux_algo cells
-    # (which are the sweeps' base points); otherwise the paper's sweep settings (spec 7.2).
+    # (which are the sweeps' base points); otherwise the paper's sweep settings (docs/method.md §7.2).
     env, steps, algo = sizes.sweep_env, sizes.aux_steps, sizes.aux_algo
     reuse = sizes.reuse_main and env in sizes.main_envs and algo in sizes.main_algos
     ent_fixed = {} if reuse else {"kl_coef": 0.0}

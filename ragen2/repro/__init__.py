@@ -1,0 +1,14 @@
+"""The paper's reproduction layer: profiles and the DVC pipeline, reading runs, statistics, verdicts, figures.
+
+The core library (environments, rollouts, trainer, filter, diagnostics) never imports this package
+(``tests/test_layers.py`` checks it); the notebooks in ``notebooks/`` and ``dvc.yaml`` use it.
+
+Pipeline: :mod:`~ragen2.repro.profiles` (the study grids, ``params.yaml``), :mod:`~ragen2.repro.run_ids`,
+:mod:`~ragen2.repro.runqueue` (training many runs), :mod:`~ragen2.repro.dvcstages` (recording them in
+``dvc.lock``), :mod:`~ragen2.repro.notebook_stages` (what the notebook stages run and depend on).
+Data: :mod:`~ragen2.repro.runs` (run directories as DataFrames), :mod:`~ragen2.repro.studies`,
+:mod:`~ragen2.repro.prompt_tables`, :mod:`~ragen2.repro.regimes`. Statistics and verdicts:
+:mod:`~ragen2.repro.stats`, :mod:`~ragen2.repro.claim_tests`, :mod:`~ragen2.repro.verdicts`,
+:mod:`~ragen2.repro.claims`. Output: :mod:`~ragen2.repro.tables`, :mod:`~ragen2.repro.figure_style`,
+:mod:`~ragen2.repro.figures`, :mod:`~ragen2.repro.artifacts`.
+"""

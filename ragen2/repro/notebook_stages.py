@@ -1,0 +1,143 @@
+"""What the notebook stages of ``dvc.yaml`` run, and what they depend on.
+
+``python -m ragen2.repro.notebook_stages run <notebook>`` executes one paper notebook with papermill:
+``runs_root`` and ``fig_dir`` from the command line, every other parameter from ``params.yaml``'s
+``pipeline.notebooks.<key>`` (:func:`notebook_parameters`; ``<key>`` is the notebook's name without its
+number). One command for every notebook lets ``dvc.yaml`` define the eight stages once.
+
+``python -m ragen2.repro.notebook_stages inputs`` writes ``<out-dir>/<notebook>.json`` for every notebook:
+the content hash of each run directory of the studies it reads (:data:`NOTEBOOK_STUDIES`). A notebook stage
+depends on its file instead of on all of ``data/runs``, so a retrained run re-runs only the notebooks that
+read it. (DVC 3.67 interpolates only single values into a stage's ``deps``, so a stage cannot take its list
+of run directories from ``params.yaml``, and the run ids differ between profiles.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+NOTEBOOK_STUDIES = {
+    "01_template_collapse": ("mech",),
+    "02_snr_mechanism": ("main", "mech"),
+    "03_main_results": ("main",),
+    "04_rv_quartiles": ("main",),
+    "05_stochasticity": ("main", "slip"),
+    "06_diagnostics": ("main", "mech", "slip", "ent", "kl", "toppsweep"),
+    "07_training_dynamics": ("main", "mech"),
+    "08_interventions": ("main", "ent", "kl", "toppsweep"),
+}
+"""Notebook (file stem in ``notebooks/``) -> the studies whose runs it loads (a test reads the notebooks' calls)."""
+
+
+def parameters_key(notebook: str) -> str:
+    """The notebook's key in ``pipeline.notebooks`` of ``params.yaml``: its stem without the number
+    (``03_main_results`` -> ``main_results``)."""
+    if notebook not in NOTEBOOK_STUDIES:
+        raise ValueError(f"unknown notebook {notebook!r}; known: {', '.join(NOTEBOOK_STUDIES)}")
+    return notebook.split("_", 1)[1]
+
+
+def notebook_parameters(notebook: str, params: str | Path = "params.yaml") -> dict[str, Any]:
+    """The papermill parameters of ``notebook`` in ``params`` (``pipeline.notebooks.<key>``)."""
+    import yaml
+
+    data = yaml.safe_load(Path(params).read_text()) or {}
+    key = parameters_key(notebook)
+    try:
+        return dict(data["pipeline"]["notebooks"][key])
+    except (KeyError, TypeError):
+        raise KeyError(f"{params} has no pipeline.notebooks.{key} (write it with `python -m ragen2 profile`)") from None
+
+
+def run_notebook(notebook: str, *, runs_root: str = "data/runs", fig_dir: str = "paper_figures",
+                 executed_dir: str | Path = "data/executed", notebooks_dir: str | Path = "notebooks",
+                 params: str | Path = "params.yaml") -> Path:
+    """Execute ``notebooks_dir/<notebook>.ipynb`` into ``executed_dir`` with its parameters; the executed copy.
+
+    The kernel runs in the current directory, where ``runs_root`` and ``fig_dir`` are resolved.
+    """
+    import papermill
+
+    parameters = {"runs_root": runs_root, "fig_dir": fig_dir, **notebook_parameters(notebook, params)}
+    Path(fig_dir).mkdir(parents=True, exist_ok=True)
+    out = Path(executed_dir) / f"{notebook}.ipynb"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    papermill.execute_notebook(str(Path(notebooks_dir) / f"{notebook}.ipynb"), str(out), parameters=parameters,
+                               progress_bar=False, log_output=False)
+    return out
+
+
+def run_dir_hash(run_dir: Path) -> str:
+    """SHA-256 over every file of a run directory (relative paths and contents, in path order)."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in run_dir.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(run_dir).as_posix().encode() + b"\0")
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def input_manifests(runs_root: str | Path, notebooks: Iterable[str] = NOTEBOOK_STUDIES) -> dict[str, dict[str, Any]]:
+    """Notebook -> ``{"studies": [...], "runs": {run id: run_dir_hash}}`` of the runs it reads.
+
+    The runs of a study are the run directories under ``runs_root`` whose id names it
+    (:func:`ragen2.repro.studies.study_run_dirs`, what the notebooks load); each directory is hashed once.
+    """
+    from ragen2.repro.studies import study_run_dirs
+
+    root = Path(runs_root)
+    hashes: dict[Path, str] = {}
+    out = {}
+    for notebook in notebooks:
+        studies = NOTEBOOK_STUDIES[notebook]
+        try:
+            dirs = study_run_dirs(root, studies)
+        except FileNotFoundError:  # no run trained yet: the notebook reads nothing
+            dirs = []
+        for d in dirs:
+            if d not in hashes:
+                hashes[d] = run_dir_hash(d)
+        out[notebook] = {"studies": list(studies), "runs": {d.name: hashes[d] for d in dirs}}
+    return out
+
+
+def write_input_manifests(runs_root: str | Path, out_dir: str | Path) -> list[Path]:
+    """Write ``out_dir/<notebook>.json`` (:func:`input_manifests`) for every notebook; the paths written."""
+    from ragen2.fileio import write_text_atomic
+
+    return [write_text_atomic(Path(out_dir) / f"{notebook}.json", json.dumps(manifest, indent=1) + "\n")
+            for notebook, manifest in input_manifests(runs_root).items()]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ragen2.repro.notebook_stages", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="execute one notebook with its parameters from params.yaml")
+    run.add_argument("notebook", choices=list(NOTEBOOK_STUDIES))
+    run.add_argument("--runs-root", default="data/runs")
+    run.add_argument("--fig-dir", default="paper_figures")
+    run.add_argument("--executed-dir", default="data/executed")
+    run.add_argument("--params", default="params.yaml")
+    inputs = sub.add_parser("inputs", help="write the run hashes each notebook depends on")
+    inputs.add_argument("--runs-root", default="data/runs")
+    inputs.add_argument("--out-dir", default="data/inputs")
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        out = run_notebook(args.notebook, runs_root=args.runs_root, fig_dir=args.fig_dir,
+                           executed_dir=args.executed_dir, params=args.params)
+        print(f"executed {out}")
+    else:
+        paths = write_input_manifests(args.runs_root, args.out_dir)
+        print(f"wrote {len(paths)} input manifests to {args.out_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,137 @@
+"""The notebook stages of dvc.yaml: one definition, inputs per notebook from its studies, parameters, plots."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from ragen2.repro import notebook_stages
+from ragen2.repro.notebook_stages import (
+    NOTEBOOK_STUDIES,
+    input_manifests,
+    notebook_parameters,
+    parameters_key,
+)
+from ragen2.repro.profiles import PROFILE_NAMES, build
+from tests.repro.dvcyaml import REPO, paths, resolved
+
+LOADERS = {"load_study": 1, "load_study_grad_tables": 1}
+"""Functions that load runs by study -> the position of their ``studies`` argument."""
+ALL_RUNS_LOADERS = ("load_runs", "load_grad_tables", "find_run_dirs", "read_runs")
+"""Functions that read every run under a root (a notebook using one would read runs its stage does not declare)."""
+
+
+def studies_loaded(source: str) -> set[str]:
+    """The studies a notebook's code loads (literal arguments of :data:`LOADERS`; ``slip_runs``: slip and main)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
+            continue
+        name = node.func.id
+        assert name not in ALL_RUNS_LOADERS, f"{name}() reads every run under runs_root"
+        if name == "slip_runs":
+            found |= {"slip", "main"}
+        elif name in LOADERS:
+            value = ast.literal_eval(node.args[LOADERS[name]])
+            found |= {value} if isinstance(value, str) else set(value)
+    return found
+
+
+@pytest.mark.parametrize("notebook", list(NOTEBOOK_STUDIES))
+def test_declared_studies_are_the_ones_the_notebook_loads(notebook):
+    book = nbformat.read(REPO / "notebooks" / f"{notebook}.ipynb", as_version=4)
+    source = "\n".join(c.source for c in book.cells if c.cell_type == "code" and "parameters" not in c.metadata.get("tags", []))
+    assert studies_loaded(source) == set(NOTEBOOK_STUDIES[notebook])
+
+
+def test_every_notebook_has_its_parameters_in_every_profile(tmp_path):
+    assert sorted(p.stem for p in (REPO / "notebooks").glob("[0-9][0-9]_*.ipynb")) == list(NOTEBOOK_STUDIES)
+    for name in PROFILE_NAMES:
+        profile = build(name)
+        assert {parameters_key(nb) for nb in NOTEBOOK_STUDIES} == set(profile.notebooks)
+        (tmp_path / f"{name}.yaml").write_text(profile.yaml())
+        assert notebook_parameters("04_rv_quartiles", tmp_path / f"{name}.yaml") == profile.notebooks["rv_quartiles"]
+    with pytest.raises(ValueError, match="unknown notebook"):
+        parameters_key("09_nothing")
+
+
+def test_run_notebook_passes_the_runs_the_figures_and_the_profiles_parameters(tmp_path, monkeypatch):
+    import papermill
+
+    calls = []
+    monkeypatch.setattr(papermill, "execute_notebook", lambda src, out, **kw: calls.append((src, out, kw["parameters"])))
+    params = tmp_path / "params.yaml"
+    params.write_text(build("smoke").yaml())
+    monkeypatch.chdir(tmp_path)
+    out = notebook_stages.run_notebook("01_template_collapse", params=params, notebooks_dir=REPO / "notebooks")
+    assert out == Path("data/executed/01_template_collapse.ipynb") and Path("paper_figures").is_dir()
+    src, dest, parameters = calls[0]
+    assert src == str(REPO / "notebooks" / "01_template_collapse.ipynb") and dest == str(out)
+    assert parameters == {"runs_root": "data/runs", "fig_dir": "paper_figures", "smoke": True, "num_samples": 8}
+
+
+def _run(root: Path, run_id: str, content: str = "{}") -> Path:
+    run = root / run_id
+    run.mkdir(parents=True)
+    (run / "config.json").write_text(content)
+    return run
+
+
+def test_input_manifests_change_only_for_the_notebooks_that_read_a_changed_run(tmp_path):
+    assert all(m["runs"] == {} for m in input_manifests(tmp_path / "none").values())  # nothing trained yet
+    _run(tmp_path, "frozenlake__grpo__none__main__s0")
+    slip = _run(tmp_path, "frozenlake__grpo__none__slip0p2__s0")
+    _run(tmp_path, "frozenlake__grpo__none__mech0p02__s0")
+    before = input_manifests(tmp_path)
+    assert before["05_stochasticity"]["studies"] == ["main", "slip"]
+    assert set(before["05_stochasticity"]["runs"]) == {"frozenlake__grpo__none__main__s0",
+                                                       "frozenlake__grpo__none__slip0p2__s0"}
+    assert set(before["01_template_collapse"]["runs"]) == {"frozenlake__grpo__none__mech0p02__s0"}
+    (slip / "metrics.jsonl").write_text('{"step": 0}\n')  # the slip run is retrained
+    after = input_manifests(tmp_path)
+    changed = {nb for nb in NOTEBOOK_STUDIES if after[nb] != before[nb]}
+    assert changed == {nb for nb, studies in NOTEBOOK_STUDIES.items() if "slip" in studies}
+    assert changed == {"05_stochasticity", "06_diagnostics"}
+    written = notebook_stages.write_input_manifests(tmp_path, tmp_path / "inputs")
+    assert [p.stem for p in written] == list(NOTEBOOK_STUDIES)
+    assert json.loads((tmp_path / "inputs" / "05_stochasticity.json").read_text()) == after["05_stochasticity"]
+
+
+def test_dvc_yaml_defines_the_notebook_stages_once_and_each_depends_on_its_own_inputs():
+    stages = resolved()["stages"]
+    inputs = stages["inputs"]
+    assert "data/runs" in inputs["deps"]
+    assert paths(inputs["outs"]) == [f"data/inputs/{nb}.json" for nb in NOTEBOOK_STUDIES]
+    for nb in NOTEBOOK_STUDIES:
+        stage = stages[f"nb_{nb}"]
+        assert stage["cmd"] == (f"python -m ragen2.repro.notebook_stages run {nb} --runs-root data/runs "
+                                "--fig-dir paper_figures")
+        assert f"data/inputs/{nb}.json" in stage["deps"] and "data/runs" not in stage["deps"]
+        assert stage["params"] == [f"pipeline.notebooks.{parameters_key(nb)}"]
+        assert all(o == f"data/executed/{nb}.ipynb" or o[next(iter(o))] == {"cache": False} for o in stage["outs"])
+    first = stages["nb_01_template_collapse"]
+    assert all(stages[f"nb_{nb}"]["deps"][2:] == first["deps"][2:] for nb in NOTEBOOK_STUDIES)  # shared code deps
+    text = (REPO / "dvc.yaml").read_text()
+    assert text.count("python -m ragen2.repro.notebook_stages run") == 1 and text.count("    <<: *notebook\n") == 7
+
+
+def test_plots_draw_metrics_the_trainer_logs_for_runs_every_profile_trains():
+    plots = resolved()["plots"]
+    metrics = {"validation_success": "val/success", "mi_proxy": "collapse_first_turn/mi_estimate",
+               "kept_ratio": "filter/kept_ratio"}
+    assert [next(iter(p)) for p in plots] == list(metrics)
+    run_ids = set()
+    for plot in plots:
+        (name, spec), = plot.items()
+        assert spec["x"] == "step" and len(spec["y"]) == 2
+        for file, column in spec["y"].items():
+            run_id, rest = file.removeprefix("data/runs/").split("/dvclive/plots/metrics/")
+            assert rest == f"{metrics[name]}.tsv" and column == metrics[name].rsplit("/", 1)[-1]
+            run_ids.add(run_id)
+    assert run_ids == {"frozenlake__grpo__none__main__s0", "frozenlake__grpo__topp0p9__main__s0"}
+    for name in PROFILE_NAMES:
+        assert run_ids <= set(build(name).runs), name

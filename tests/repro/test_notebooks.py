@@ -1,0 +1,142 @@
+"""The paper notebooks: committed clean (no outputs, a parameters cell, no def/class); the smoke pipeline runs."""
+
+from __future__ import annotations
+
+import ast
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+EXPECTED = ["01_template_collapse", "02_snr_mechanism", "03_main_results", "04_rv_quartiles", "05_stochasticity",
+            "06_diagnostics", "07_training_dynamics", "08_interventions"]
+CACHE_READERS = {"03_main_results", "04_rv_quartiles", "07_training_dynamics"}
+"""Notebooks that read the warm-start cache (they take a ``cache_dir`` parameter): 03 tabulates the warm
+start, 04 and 07 roll policies out."""
+
+
+def test_the_eight_notebooks_exist():
+    assert [p.stem for p in NOTEBOOKS] == EXPECTED
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_is_committed_clean(path):
+    book = nbformat.read(path, as_version=4)
+    nbformat.validate(book)
+    assert book.metadata["kernelspec"]["name"] == "python3"
+    code = [c for c in book.cells if c.cell_type == "code"]
+    for cell in code:
+        assert cell.outputs == [] and cell.execution_count is None, f"{path.name}: cell with outputs"
+    assert book.cells[0].cell_type == "markdown", "narrative first"
+    tagged = [c for c in code if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1 and tagged[0] is code[0], "the first code cell, and only it, is tagged `parameters`"
+    for stmt in ast.parse(tagged[0].source).body:  # only literal assignments
+        assert isinstance(stmt, ast.Assign), ast.dump(stmt)
+        ast.literal_eval(stmt.value)
+    names = {t.id for s in ast.parse(tagged[0].source).body for t in s.targets}
+    assert {"runs_root", "fig_dir", "smoke"} <= names
+    assert ("cache_dir" in names) == (path.stem in CACHE_READERS)
+    for cell in code:
+        for node in ast.walk(ast.parse(cell.source)):
+            assert not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)), \
+                f"{path.name}: define helpers in ragen2, not in the notebook"
+    source = "\n".join(c.source for c in code)
+    if path.stem != "01_template_collapse":
+        assert "write_claims(" in source
+    assert "save_figure(" in source
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_imports_only_what_it_uses(path):
+    tree = ast.parse("\n".join(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"))
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            imported |= {a.asname or a.name for a in node.names}
+        elif isinstance(node, ast.Import):
+            imported |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    assert imported <= used, f"{path.name} imports {sorted(imported - used)} without using them"
+
+
+def test_dvc_yaml_declares_every_notebook_and_its_figures():
+    import re
+
+    from tests.repro.dvcyaml import paths, resolved
+
+    stages = resolved()["stages"]
+    for path in NOTEBOOKS:
+        stage = stages[f"nb_{path.stem}"]
+        assert f"notebooks/{path.stem}.ipynb" in stage["deps"]
+        outs = paths(stage["outs"])
+        assert f"data/executed/{path.stem}.ipynb" in outs
+        source = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code")
+        for name in set(re.findall(r'save_(?:figure|table)\([^"]*"([a-z0-9_]+)"', source)):
+            assert any(o.startswith(f"paper_figures/{name}.") for o in outs), f"{path.stem}: {name} not an out"
+
+
+@pytest.fixture(scope="module")
+def smoke_repo(tmp_path_factory):
+    """A scratch repository (dvc.yaml, notebooks/) whose data/runs and data/cache hold the smoke profile's runs."""
+    import shutil
+
+    import torch
+
+    from ragen2.repro.profiles import build
+    from ragen2.trainer.loop import train
+    from ragen2.warmstart import initial_policy
+
+    torch.set_num_threads(1)
+    root = tmp_path_factory.mktemp("smoke_repo")
+    shutil.copytree(REPO / "notebooks", root / "notebooks")
+    shutil.copy(REPO / "dvc.yaml", root / "dvc.yaml")
+    profile = build("smoke")
+    t0 = time.perf_counter()
+    for rid in profile.runs:
+        cfg = profile.config(rid)
+        train(cfg, root / "data" / "runs" / rid, initial_policy(cfg, root / "data" / "cache"), resume=False,
+              progress=False)
+    print(f"smoke: {len(profile.runs)} runs trained in {time.perf_counter() - t0:.0f} s")
+    return root, profile
+
+
+def _execute(path: Path, out: Path, cwd: Path, parameters: dict) -> None:
+    import papermill
+
+    papermill.execute_notebook(str(path), str(out), parameters=parameters, kernel_name="python3", cwd=str(cwd),
+                               progress_bar=False, log_output=False)
+
+
+@pytest.mark.slow
+def test_smoke_runs_execute_every_notebook(smoke_repo, tmp_path):
+    """Every notebook as the pipeline runs it: papermill in the repository root, explicit paths; then the claims."""
+    from ragen2.repro.claims import CLAIM_IDS, merge_claims
+
+    root, profile = smoke_repo
+    fig_dir = tmp_path / "figures"
+    for path in NOTEBOOKS:
+        params = {"runs_root": str(root / "data" / "runs"), "fig_dir": str(fig_dir), **profile.notebooks[path.stem[3:]]}
+        if path.stem in CACHE_READERS:
+            params["cache_dir"] = str(root / "data" / "cache")
+        _execute(path, tmp_path / path.name, REPO, params)
+    merged = merge_claims(fig_dir, require_all=True)
+    assert [c.claim for c in merged.rows] == list(CLAIM_IDS)
+    assert (fig_dir / "fig_four_regimes_toy.png").exists() and (fig_dir / "fig_reward_heatmaps.pdf").exists()
+
+
+@pytest.mark.slow
+def test_every_notebook_runs_from_its_own_folder_as_jupyterlab_starts_it(smoke_repo, tmp_path):
+    """The kernel in notebooks/ with the notebook's own path defaults: the runs and the warm start are found from
+    the repository root, and the figures go to the scratch folder, never to paper_figures/."""
+    from ragen2.repro.paths import SCRATCH_FIGURES
+
+    root, profile = smoke_repo
+    for path in NOTEBOOKS:
+        params = {k: v for k, v in profile.notebooks[path.stem[3:]].items() if k not in ("runs_root", "fig_dir", "cache_dir")}
+        _execute(root / "notebooks" / path.name, tmp_path / path.name, root / "notebooks", params)
+    scratch = root / SCRATCH_FIGURES
+    assert (scratch / "fig_four_regimes_toy.png").exists() and (scratch / "claims_training_dynamics.csv").exists()
+    assert not (root / "paper_figures").exists() and not (root / "notebooks" / "data").exists()

@@ -1,0 +1,117 @@
+"""One verdict per claim (ragen2.repro.verdicts) on synthetic tables: the decision, the context and the power."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ragen2.repro import verdicts
+from ragen2.repro.claim_tests import SMALLEST_EFFECTS, stochasticity_claim
+from ragen2.repro.prompt_tables import quartile_differences, rv_quartile_table
+from ragen2.repro.runs import MI_METRIC
+from ragen2.repro.stats import pairs_needed, runs_needed_for_rho
+from ragen2.repro.studies import filter_gain_units, sweep_table
+from tests.repro.synthetic import c7_runs
+
+
+def _main_runs(gain=0.06, algos=("ppo", "grpo"), seeds=4, conditions=("none", "top_p")):
+    rng = np.random.default_rng(3)
+    rows = []
+    for algo in algos:
+        for seed in range(seeds):
+            base = 0.5 + rng.normal(0, 0.02)
+            for cond in conditions:
+                shift = {"none": 0.0, "top_p": gain + rng.normal(0, 0.005), "top_k": gain / 2}[cond]
+                rows.append({"run_id": f"frozenlake__{algo}__{cond}__main__s{seed}", "env": "frozenlake", "algo": algo,
+                             "seed": seed, "condition": cond, "final_success": base + shift})
+    return pd.DataFrame(rows)
+
+
+def test_c1_decides_on_all_pairs_against_the_papers_gain_and_reports_algorithms_as_context():
+    verdict = verdicts.c1_filter_gain(_main_runs())
+    assert verdict.claim.claim == "C1" and verdict.claim.verdict == "agree" and verdict.power == {}
+    assert verdict.claim.evidence.startswith("all envs and algorithms: final_success top_p - none")
+    assert f"paper's effect {verdicts.paper_filter_gain(_main_runs()) * 100:+.3g}" in verdict.claim.evidence
+    assert "(context) grpo:" in verdict.claim.evidence and "(context) ppo:" in verdict.claim.evidence
+    assert "PPO top-k" not in verdict.claim.evidence
+    with_topk = verdicts.c1_filter_gain(_main_runs(conditions=("none", "top_p", "top_k")))
+    assert "(context) PPO top-k:" in with_topk.claim.evidence
+    assert verdicts.paper_filter_gain(_main_runs()) == pytest.approx((10.9 + 2.3) / 2 / 100)  # PPO and GRPO cells
+
+
+def test_c3_power_is_the_runs_top_minus_bottom_quartile_differences():
+    rows = [{"run_id": run, "phase": "end", "prompt": p, "rollout": k, "rv": p / 10,
+             "success": float(p >= 4) * (0.9 + 0.02 * i), "mi": p / 8 + 0.25 * i}
+            for i, run in enumerate("abcde") for p in range(8) for k in range(2)]
+    quartiles = rv_quartile_table(pd.DataFrame(rows))
+    verdict = verdicts.c3_rv_quartiles(quartiles)
+    assert verdict.claim.claim == "C3" and list(verdict.power) == ["success", "mi"]
+    diffs = quartile_differences(quartiles, "success")
+    power = verdict.power["success"]
+    assert (power.n, power.mean, power.std) == (len(diffs), diffs.mean(), diffs.std(ddof=1))
+    assert power.needed == pairs_needed(diffs.std(ddof=1), 0.05) and power.effect == SMALLEST_EFFECTS["C3_success"]
+    assert math.isnan(verdict.power["mi"].needed)  # equal differences: no spread, no power calculation
+
+
+def test_c4_and_c5_apply_their_claim_tests():
+    rows = [{"bucket": str(b), "rv_mean": 0.05 * b + 0.001 * run, "task_norm": b + 0.1 * run,
+             "reg_norm": 1.0 + 0.01 * ((b * 7 + run) % 5), "algo": algo}
+            for algo in ("ppo", "grpo") for run in range(3) for b in range(1, 7)]
+    c4 = verdicts.c4_gradient_snr(pd.DataFrame(rows)).claim
+    assert c4.verdict == "agree" and c4.evidence.startswith("grpo:") and "; ppo:" in c4.evidence
+    slips = pd.DataFrame([{"seed": s, "slip_rate": slip, "condition": c, "final_success": 0.4 + 0.01 * s
+                           + (0.2 if c == "top_p" and 0.05 <= slip <= 0.5 else 0.0) + 0.001 * s * (c == "top_p")}
+                          for s in range(5) for slip in (0.0, 0.2, 1.0) for c in ("none", "top_p")])
+    assert verdicts.c5_stochasticity(slips).claim == stochasticity_claim("C5", slips, paper_effect=0.02)
+
+
+def test_c6_combines_mi_and_zero_variance_with_the_control_as_context():
+    runs, steps = [], []
+    for study, value in (("mech", 0.02), ("main", math.nan)):
+        for seed in range(4):
+            for cond in ("none", "top_p"):
+                rid = f"frozenlake__grpo__{cond}__{study}__s{seed}"
+                mi = 0.2 + 0.01 * seed + (0.3 + 0.01 * seed if cond == "top_p" and study == "mech" else 0.0)
+                runs.append({"run_id": rid, "study": study, "study_value": value, "algo": "grpo", "seed": seed,
+                             "condition": cond, MI_METRIC: mi})
+                for step in range(10):
+                    zero = step * (1.0 + 0.1 * seed) if cond == "none" else 0.0
+                    steps.append({"run_id": rid, "step": step, "metric": "filter/zero_variance_count", "value": zero})
+    verdict = verdicts.c6_collapse_dynamics(pd.DataFrame(runs), pd.DataFrame(steps))
+    assert verdict.claim.verdict == "agree"
+    evidence = verdict.claim.evidence
+    assert evidence.startswith("mechanism study, entropy on reasoning:") and "no-filter runs:" in evidence
+    assert "(context) control without the reasoning entropy bonus:" in evidence
+    power = verdict.power["mi"]
+    assert power.n == 4 and power.mean == pytest.approx(0.315) and power.effect == SMALLEST_EFFECTS["C6_mi"]
+
+
+def test_c7_uses_c1s_paper_effect_discloses_the_change_and_reports_both_powers():
+    wobble = {0: 0.004, 1: -0.003, 2: 0.002, 3: -0.001}
+    studies = c7_runs(lambda a, s: 0.05 + wobble[s])
+    sweeps = sweep_table(studies[studies["study"] != "main"], {"ent": "entropy coef", "kl": "KL coef",
+                                                              "toppsweep": "top-p"}, base=studies[studies["study"] == "main"])
+    verdict = verdicts.c7_interventions(studies, sweeps)
+    need_rho = runs_needed_for_rho(-0.3)
+    assert verdict.claim.verdict == "agree"
+    assert verdict.claim.evidence.endswith(verdicts.C7_DISCLOSURE.format(runs=need_rho))
+    assert f"needed about {need_rho} runs per sweep" in verdict.claim.evidence
+    units = filter_gain_units(studies)
+    primary, rho = verdict.power["primary"], verdict.power["rho"]
+    effect = verdicts.paper_filter_gain(studies[studies["study"] == "main"])
+    assert (primary.n, primary.std, primary.effect) == (len(units), units["diff"].std(ddof=1), effect)
+    assert primary.needed == pairs_needed(units["diff"].std(ddof=1), effect)
+    assert (rho.n, rho.needed, rho.effect) == (int((sweeps["sweep"] == "top-p").sum()), need_rho, -0.3)
+
+
+def test_c2_holds_mi_zscore_against_the_entropies():
+    rng = np.random.default_rng(1)
+    success = rng.random(40)
+    corr = pd.DataFrame([{"metric": verdicts.C2_MI_METRIC, "label": "MI-ZScore", "rho": 0.8, "ci_low": 0.6,
+                          "ci_high": 0.9, "p": 1e-6, "n": 40, "paper_rho": 0.39}]
+                        + [{"metric": m, "label": m, "rho": 0.1, "ci_low": -0.2, "ci_high": 0.4, "p": 0.5, "n": 40,
+                            "paper_rho": float("nan")} for m in verdicts.C2_ENTROPY_METRICS])
+    assert len(success) == 40 and verdicts.c2_mi_predicts_success(corr).claim.verdict == "agree"

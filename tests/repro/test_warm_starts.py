@@ -1,0 +1,50 @@
+"""The warm-start table: one row per distinct warm start of a set of runs, with its weights hash."""
+
+import json
+
+import pytest
+
+from ragen2.config import RunConfig, apply_overrides, to_dict
+from ragen2.errors import MissingPathError
+from ragen2.fileio import write_json_atomic
+from ragen2.repro.warm_starts import COLUMNS, warm_start_table, weights_sha256
+from ragen2.warmstart import warm_start_key
+
+
+def _run(root, name, cfg):
+    write_json_atomic(root / "runs" / name / "config.json", to_dict(cfg))
+    return root / "runs" / name
+
+
+def _warm_start(root, cfg, greedy, weights=b"w"):
+    path = root / "cache" / "warm_start" / warm_start_key(cfg)
+    path.mkdir(parents=True)
+    (path / "model.safetensors").write_bytes(weights)
+    (path / "warm_start.json").write_text(json.dumps({"greedy_success": greedy, "greedy_template_share": 0.25,
+                                                      "final_loss": 0.3}))
+    return path
+
+
+def test_one_row_per_warm_start_counting_its_runs(tmp_path):
+    a = apply_overrides(RunConfig(), ["warm_start.steps=10"])
+    b = apply_overrides(RunConfig(), ["warm_start.steps=10", "warm_start.seed=1"])
+    _warm_start(tmp_path, a, 0.5, b"a")
+    _warm_start(tmp_path, b, 0.75, b"b")
+    dirs = [_run(tmp_path, "r0", a), _run(tmp_path, "r1", apply_overrides(a, ["seed=3"])), _run(tmp_path, "r2", b),
+            _run(tmp_path, "r3", apply_overrides(a, ["warm_start.steps=0"]))]  # no warm start: left out
+    table = warm_start_table(dirs, tmp_path / "cache")
+    assert list(table.columns) == list(COLUMNS)
+    assert table["runs"].tolist() == [2, 1] and table["greedy_success"].tolist() == [0.5, 0.75]
+    assert table["sft_seed"].tolist() == [0, 1] and table["weights_sha256"].nunique() == 2
+    assert table["warm_start"].tolist() == [warm_start_key(a), warm_start_key(b)]
+
+
+def test_weights_hash_follows_the_bytes_and_a_missing_warm_start_is_named(tmp_path):
+    cfg = apply_overrides(RunConfig(), ["warm_start.steps=10"])
+    path = _warm_start(tmp_path, cfg, 0.5)
+    first = weights_sha256(path)
+    (path / "model.safetensors").write_bytes(b"changed")
+    assert weights_sha256(path) != first
+    run = _run(tmp_path, "r", apply_overrides(cfg, ["warm_start.seed=7"]))
+    with pytest.raises(MissingPathError, match="warm_start.json"):
+        warm_start_table([run], tmp_path / "cache")
