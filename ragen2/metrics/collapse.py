@@ -35,6 +35,7 @@ import numpy as np
 from ragen2.config import CollapseConfig
 from ragen2.metrics.mi import CollapseMonitor, mi_proxies
 from ragen2.metrics.scoring import PairScorer
+from ragen2.metrics.templates import first_turn_template_metrics
 from ragen2.rollout.types import RolloutBatch
 
 FAMILIES = ("first_turn", "trajectory")
@@ -151,7 +152,9 @@ def collapse_metrics(model, tokenizer, batch: RolloutBatch, cfg: CollapseConfig,
         batch_size: (prompt, reasoning) rows per scoring forward pass.
 
     Returns:
-        ``collapse/...`` counts and, per enabled family, ``collapse_<family>/<metric>``.
+        ``collapse/...`` counts and, per enabled family, ``collapse_<family>/<metric>``; with the first-turn
+        family also its template signs (:func:`ragen2.metrics.templates.first_turn_template_metrics`: the
+        ungrounded and shared-prefix shares and the mean reasoning length in words, over every first turn).
     """
     out = validity_counts(batch)
     scorer = PairScorer(model, batch_size=batch_size)
@@ -183,4 +186,6 @@ def collapse_metrics(model, tokenizer, batch: RolloutBatch, cfg: CollapseConfig,
             metrics = monitors[family].update(metrics, rows)
         out[prefix + "skipped"] = 0.0
         out.update({prefix + k: v for k, v in metrics.items()})
+    if cfg.first_turn_enabled:
+        out.update({f"collapse_first_turn/{k}": v for k, v in first_turn_template_metrics(batch).items()})
     return out
