@@ -32,6 +32,7 @@ from ragen2.rollout.collect import collect_rollouts
 from ragen2.rollout.expert import TEMPLATE_THINKS, ExpertEpisode, expert_episode, is_template
 from ragen2.rollout.prompt import resolve_limits
 from ragen2.rollout.sequence import TokenizedConversation, fit_context, tokenize_conversations
+from ragen2.trainer.prefix import head_on_hidden, ragged_forward
 
 logger = logging.getLogger(__name__)
 
@@ -98,13 +99,22 @@ def sft_nll_sum(model, ids: torch.Tensor, attention: torch.Tensor, targets: torc
                 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Summed next-token NLL over the positions where ``targets`` is 1, and their count.
 
-    The LM head runs only on those positions (assistant tokens are a minority of each sequence).
+    The LM head runs only on those positions (assistant tokens are a minority of each sequence), and the body runs
+    as a ragged forward (:func:`ragen2.trainer.prefix.ragged_forward`): the prefix every row shares (the system
+    message) once, then each row up to its last assistant token; where it cannot (a model whose logits are not its
+    head on its hidden states, or that takes no cache), the plain forward.
     """
-    hidden = model.base_model(input_ids=ids, attention_mask=attention).last_hidden_state[:, :-1]
-    selected = targets[:, 1:] > 0
-    logits = model.get_output_embeddings()(hidden[selected]).float()
-    nll = F.cross_entropy(logits, ids[:, 1:][selected], reduction="sum")
-    return nll, selected.sum()
+    wanted = F.pad(targets[:, 1:] > 0, (0, 1))  # position t predicts token t + 1
+    ragged = ragged_forward(model.base_model, ids, attention, wanted) if head_on_hidden(model) else None
+    if ragged is None:
+        hidden = model.base_model(input_ids=ids, attention_mask=attention).last_hidden_state[:, :-1]
+        selected = targets[:, 1:] > 0
+        hidden, labels = hidden[selected], ids[:, 1:][selected]
+    else:
+        hidden, labels = ragged.hidden, ids[ragged.rows, ragged.cols + 1]
+    logits = model.get_output_embeddings()(hidden).float()
+    nll = F.cross_entropy(logits, labels, reduction="sum")
+    return nll, torch.tensor(len(labels), device=ids.device)
 
 
 def sft_loss(model, ids: torch.Tensor, attention: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

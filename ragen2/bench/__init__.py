@@ -13,16 +13,23 @@ repetitions alternate so that machine noise hits both):
 - ``rollout_speedup_vs_generate``: tokens/s of :func:`ragen2.rollout.collect_rollouts` over tokens/s
   of a plain per-turn ``model.generate`` loop (:func:`ragen2.bench.baseline.generate_loop`) on the
   same model, batch, environment, prompts and number of turns (1.0 = no overhead);
-- ``grpo_step_speedup_vs_trl``: seconds of a TRL ``GRPOTrainer`` step (ragen2's adapter, filter off)
-  over seconds of a ragen2 GRPO step, rollout + update each, same rollouts, tokens and turns;
+- ``grpo_step_speedup_vs_trl_native``: seconds of a step of TRL's own ``GRPOTrainer`` (its own generation, a
+  reward function that plays each completion in FrozenLake) over seconds of a ragen2 GRPO step (rollout +
+  update), on the CPU profile's single-turn task, shape, policy and one optimiser step a step
+  (:mod:`ragen2.bench.trl_native`);
 - ``mi_cost_fraction_of_step``: seconds of one collapse-diagnostics pass (both families) over one
   training step of the CPU default config (PPO);
 - ``update_time_ratio_at_half_keep``: update-phase seconds when the filter keeps half the groups
   over keeping all of them, same batch;
 - ``scoring_speedup_vs_naive``: seconds of ``naive_cross_logprobs`` over ``cross_logprobs``;
-- ``update_speedup_shared_prefix``: seconds of the critic + actor updates with every row's prompt run
-  per row over those with each distinct prompt run once per micro-batch
-  (:mod:`ragen2.trainer.prefix`), same batch, the CPU profile's PPO trainer and rollout shape.
+- ``update_speedup_shared_prefix``: seconds of the critic + actor updates with the plain padded forward
+  over those with the ragged forward (each distinct prompt once per micro-batch, each row up to its last
+  trained token: :mod:`ragen2.trainer.prefix`), same batch, the CPU profile's PPO trainer and rollout shape;
+- ``step_over_floor_grpo``, ``step_over_floor_ppo``: seconds per step of a whole CPU-profile run (the main
+  study's run of that algorithm from ``--params``, its warm start built if missing; MI diagnostics, gradient
+  analysis, validation, logging and checkpoints at their frequencies) over the step's compute floor, one
+  forward+backward per trained model over the distinct tokens plus one cached forward per generated position
+  (:mod:`ragen2.bench.floor`).
 
 With ``--json`` the last line of output is one JSON object: every figure under its name, and
 ``details`` (per figure: ``median``, ``min``, ``max``, ``baseline_s``, ``candidate_s``, the runs and
@@ -36,7 +43,7 @@ import importlib
 from typing import Any
 
 _WHERE = {
-    **dict.fromkeys(("BENCHMARKS", "FULL", "QUICK", "TARGETS", "BenchSizes", "Shape", "bench_grpo_step",
+    **dict.fromkeys(("BENCHMARKS", "FULL", "QUICK", "TARGETS", "BenchSizes", "Shape", "bench_grpo_native",
                      "bench_mi_fraction", "bench_rollout", "bench_scoring", "bench_update_half_keep",
                      "bench_update_shared_prefix", "make_context", "run_benchmarks"), "cases"),
     **dict.fromkeys(("Comparison", "Sample", "interleave", "machine_info"), "timing"),

@@ -25,6 +25,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--cache-dir", type=Path, default=Path("data/cache/bench"),
                    help="where the tiny policy is built and cached")
     p.add_argument("--out", type=Path, default=None, help="also write the JSON report to this file")
+    p.add_argument("--params", type=Path, default=Path("params.yaml"),
+                   help="the CPU profile's params file, whose main runs step_over_floor_* train (full sizes)")
     return p.parse_args(argv)
 
 
@@ -55,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [name for name in only if name not in BENCHMARKS]
     if unknown:
         raise SystemExit(f"unknown benchmark(s) {unknown}; known: {list(BENCHMARKS)}")
-    report = run_benchmarks(QUICK if args.quick else FULL, args.cache_dir, only=only,
+    report = run_benchmarks(QUICK if args.quick else FULL, args.cache_dir, only=only, params=args.params,
                             log=lambda line: print(line, file=sys.stderr if args.json else sys.stdout, flush=True))
     report["mode"] = "quick" if args.quick else "full"
     text = json.dumps(report, sort_keys=False)

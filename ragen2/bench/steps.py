@@ -5,9 +5,9 @@ rollout and the validation: rollout, filter, old log-probs / values / advantages
 and actor update; collapse diagnostics, validation, logging and checkpoints are left out (the MI
 benchmark times the diagnostics on their own).
 
-:func:`run_trl_interleaved` trains TRL's ``GRPOTrainer`` (ragen2's subclass with filtering off and
-the env ``rollout_func`` adapter) and runs a ragen2 step between TRL's steps from a callback,
-alternating before/after, so both see the same machine load.
+:func:`run_trl_interleaved` trains a TRL trainer (:mod:`ragen2.bench.trl_native` builds TRL's own
+``GRPOTrainer``) and runs a ragen2 step between TRL's steps from a callback, alternating before/after,
+so both see the same machine load.
 """
 
 from __future__ import annotations
@@ -150,56 +150,11 @@ def with_response_reasoning(batch: RolloutBatch, tokenizer) -> RolloutBatch:
 # ---------------------------------------------------------------------------------------------
 # TRL
 # ---------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class TrlStepSettings:
-    """The shape of a TRL GRPO step that matches a ragen2 GRPO step."""
-
-    env_name: str
-    prompts_per_step: int
-    group_size: int
-    max_turns: int
-    max_new_tokens: int
-    micro_batch_size: int
-    max_context_tokens: int
-    learning_rate: float
-    seed: int = 0
-
-
-def make_trl_trainer(policy_path: Path, s: TrlStepSettings, max_steps: int, out_dir: Path, callbacks: list):
-    """``SNRFilterGRPOTrainer`` (filtering and MI off) with ragen2's env ``rollout_func``.
-
-    One optimiser step per generation batch of ``prompts_per_step * group_size`` rows, processed
-    ``micro_batch_size`` rows per forward (gradient accumulation), fp32, no reference model.
-    """
-    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
-    from trl import GRPOConfig
-
-    from ragen2.integrations.trl import SNRFilterGRPOTrainer
-    from ragen2.integrations.trl_env import env_reward_func, make_env_dataset, make_env_rollout_func
-
-    rows = s.prompts_per_step * s.group_size
-    if rows % s.micro_batch_size:
-        raise ValueError(f"{rows} rows per step do not split into micro-batches of {s.micro_batch_size}")
-    args = GRPOConfig(
-        output_dir=str(out_dir), per_device_train_batch_size=s.micro_batch_size,
-        gradient_accumulation_steps=rows // s.micro_batch_size, num_generations=s.group_size,
-        max_steps=max_steps, logging_steps=max_steps + 1, report_to="none", bf16=False, use_cpu=True,
-        gradient_checkpointing=False, learning_rate=s.learning_rate, seed=s.seed, save_strategy="no",
-        max_completion_length=s.max_context_tokens, disable_tqdm=True, temperature=1.0, beta=0.0,
-        loss_type="grpo", dataloader_num_workers=0)
-    seeds = range(10_000, 10_000 + s.prompts_per_step * (max_steps + 1))
-    model = AutoModelForCausalLM.from_pretrained(str(policy_path), dtype=torch.float32)
-    return SNRFilterGRPOTrainer(
-        model=model, processing_class=PreTrainedTokenizerFast.from_pretrained(str(policy_path)),
-        reward_funcs=env_reward_func, args=args, train_dataset=make_env_dataset(s.env_name, seeds),
-        rollout_func=make_env_rollout_func(s.env_name, max_turns=s.max_turns, max_new_tokens=s.max_new_tokens,
-                                           max_context_tokens=s.max_context_tokens),
-        callbacks=callbacks)
-
-
-def run_trl_interleaved(policy_path: Path, s: TrlStepSettings, other_step: Callable[[], float], *, reps: int,
-                        warmup: int) -> tuple[list[float], list[float]]:
+def run_trl_interleaved(make_trainer: Callable[[int, Path, list], Any], other_step: Callable[[], float], *,
+                        reps: int, warmup: int) -> tuple[list[float], list[float]]:
     """Train TRL for ``warmup + reps`` steps, running ``other_step`` once per TRL step.
+
+    ``make_trainer(max_steps, out_dir, callbacks)`` builds the TRL trainer (one optimiser step per training step).
 
     ``other_step`` (it returns its own seconds) runs from the step callbacks: after TRL's step on
     even steps, before it on odd ones. TRL's time for a step is the wall time between consecutive
@@ -241,12 +196,8 @@ def run_trl_interleaved(policy_path: Path, s: TrlStepSettings, other_step: Calla
             self.index += 1
 
     with tempfile.TemporaryDirectory(prefix="ragen2-bench-trl-") as tmp:
-        trainer = make_trl_trainer(policy_path, s, warmup + reps, Path(tmp), [Interleave()])
+        trainer = make_trainer(warmup + reps, Path(tmp), [Interleave()])
         trainer.train()
     if len(trl_times) != warmup + reps:
         raise RuntimeError(f"TRL ran {len(trl_times)} steps, expected {warmup + reps}")
     return trl_times[warmup:], other_times[warmup:]
-
-
-def trl_summary(settings: TrlStepSettings) -> dict[str, Any]:
-    return {k: getattr(settings, k) for k in settings.__dataclass_fields__}

@@ -13,8 +13,9 @@ Two families of (prompt X, reasoning Z) pairs are drawn from the *unfiltered* ba
   valid turn yields nothing). **Every draw is its own column**, so N = M and identical prompts
   appear as separate columns (their keys make retrieval treat them as one answer).
 
-A family needs at least 2 columns. :func:`collapse_metrics` scores each family with
-:func:`ragen2.metrics.cross_logprobs`, computes :func:`ragen2.metrics.mi_proxies` and returns them
+A family needs at least 2 columns. :func:`collapse_metrics` scores each family with one
+:class:`ragen2.metrics.scoring.PairScorer` (shared by the families: a prompt or a (prompt, reasoning)
+pair they have in common is scored once), computes :func:`ragen2.metrics.mi_proxies` and returns them
 under ``collapse_first_turn/...`` and ``collapse_trajectory/...``, together with
 
 - ``collapse/valid_thinking_rate``: valid turns / turns with a non-empty response;
@@ -33,7 +34,8 @@ import numpy as np
 
 from ragen2.config import CollapseConfig
 from ragen2.metrics.mi import CollapseMonitor, mi_proxies
-from ragen2.metrics.scoring import cross_logprobs
+from ragen2.metrics.scoring import PairScorer
+from ragen2.metrics.templates import first_turn_template_metrics
 from ragen2.rollout.types import RolloutBatch
 
 FAMILIES = ("first_turn", "trajectory")
@@ -134,25 +136,28 @@ def validity_counts(batch: RolloutBatch) -> dict[str, float]:
 
 
 def collapse_metrics(model, tokenizer, batch: RolloutBatch, cfg: CollapseConfig, rng: np.random.Generator,
-                     monitors: dict[str, CollapseMonitor] | None = None, batch_size: int = 64
+                     monitors: dict[str, CollapseMonitor] | None = None, batch_size: int = 256
                      ) -> dict[str, float]:
     """All collapse diagnostics of one (unfiltered) batch.
 
     Args:
         model: the current actor (a causal LM); scored at temperature 1.0.
-        tokenizer: passed to :func:`cross_logprobs` (the pairs are token ids already).
+        tokenizer: unused (the pairs are token ids already); kept for the callers.
         batch: the rollout batch.
         cfg: ``num_samples``, the two ``*_enabled`` switches, ``std_eps``; ``ema_decay``, ``warn_drop``,
             ``warn_min_peak`` and ``warn_noise_sigmas`` for monitors created here.
         rng: random generator for the samples.
         monitors: per-family :class:`CollapseMonitor` s, keyed by family name, kept by the caller
             across steps; missing entries are created. None: no EMA metrics.
-        batch_size: reasonings per scoring forward pass.
+        batch_size: (prompt, reasoning) rows per scoring forward pass.
 
     Returns:
-        ``collapse/...`` counts and, per enabled family, ``collapse_<family>/<metric>``.
+        ``collapse/...`` counts and, per enabled family, ``collapse_<family>/<metric>``; with the first-turn
+        family also its template signs (:func:`ragen2.metrics.templates.first_turn_template_metrics`: the
+        ungrounded and shared-prefix shares and the mean reasoning length in words, over every first turn).
     """
     out = validity_counts(batch)
+    scorer = PairScorer(model, batch_size=batch_size)
     enabled = [f for f, on in (("first_turn", cfg.first_turn_enabled), ("trajectory", cfg.multi_turn_enabled))
                if on]
     for family in enabled:
@@ -170,8 +175,7 @@ def collapse_metrics(model, tokenizer, batch: RolloutBatch, cfg: CollapseConfig,
                           stacklevel=2)
             out[prefix + "skipped"] = 1.0
             continue
-        logp_sum, lengths = cross_logprobs(model, tokenizer, pairs.prompts, pairs.reasonings,
-                                           batch_size=batch_size)
+        logp_sum, lengths = scorer(pairs.prompts, pairs.reasonings)
         metrics, rows = mi_proxies(logp_sum, lengths, pairs.prompt_index, pairs.prompt_keys, std_eps=cfg.std_eps,
                                    return_rows=True)
         if monitors is not None:
@@ -182,4 +186,6 @@ def collapse_metrics(model, tokenizer, batch: RolloutBatch, cfg: CollapseConfig,
             metrics = monitors[family].update(metrics, rows)
         out[prefix + "skipped"] = 0.0
         out.update({prefix + k: v for k, v in metrics.items()})
+    if cfg.first_turn_enabled:
+        out.update({f"collapse_first_turn/{k}": v for k, v in first_turn_template_metrics(batch).items()})
     return out

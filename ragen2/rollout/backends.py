@@ -7,11 +7,14 @@ protocol; :func:`make_backend` names the ones available.
 
 from __future__ import annotations
 
-import inspect
+from dataclasses import dataclass
 from typing import Protocol
 
 import torch
 from transformers import GenerationConfig
+
+from ragen2.rollout.decode import decode_step
+from ragen2.trainer.prefix import head_on_hidden
 
 
 class GenerationBackend(Protocol):
@@ -19,6 +22,24 @@ class GenerationBackend(Protocol):
                  *, greedy: bool = False) -> list[list[int]]:
         """New tokens for each prompt, cut before the first stop token (which is not returned)."""
         ...
+
+
+@dataclass
+class Generation:
+    """One sampled response, with its sampling log-probs where the backend records them (:meth:`HFBackend.sample`)."""
+
+    tokens: list[int]
+    """The new tokens before the first stop token."""
+    stop: int | None = None
+    """The stop token that ended the response (None: ``max_new_tokens`` ran out first, or not recorded)."""
+    logprobs: list[float] | None = None
+    """``log softmax(logits / temperature)`` of the prompt's last token (given the tokens before it), then of each
+    of ``tokens`` and of ``stop``: the trainer's log-probs of those tokens, from the sampling pass. None for greedy
+    decoding (not the behaviour policy's distribution) or when not recorded."""
+    entropies: list[float] | None = None
+    """The full-vocabulary entropy of the same distributions, aligned with ``logprobs``."""
+    temperature: float | None = None
+    """The sampling temperature of ``logprobs``."""
 
 
 def stop_token_ids(tokenizer) -> list[int]:
@@ -40,7 +61,8 @@ class HFBackend:
     - ``share_prefill=True`` (default): a small decode loop of its own. Identical prompts (all members
       of a group on turn 1) are prefilled once and their KV cache is copied; rows that have stopped
       leave the batch. Sampling is :func:`sample_tokens`, its random draws from a ``torch.Generator``
-      seeded with ``seed``.
+      seeded with ``seed``. Each new token is one :func:`ragen2.rollout.decode.decode_step` (a lean
+      step for the tiny Llama on CPU, with the same logits as the model's forward).
     - ``share_prefill=False``: ``model.generate`` with the torch RNG seeded from ``seed`` inside a
       forked RNG state (the caller's global RNG is untouched).
 
@@ -63,10 +85,15 @@ class HFBackend:
         self.stop_ids = stop_token_ids(tokenizer)
         self.max_batch_size = max_batch_size
         self.share_prefill = share_prefill
-        self._cache_kwarg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
     def generate(self, prompts_ids: list[list[int]], max_new_tokens: int, temperature: float, seed: int,
                  *, greedy: bool = False) -> list[list[int]]:
+        return [g.tokens for g in self.sample(prompts_ids, max_new_tokens, temperature, seed, greedy=greedy)]
+
+    def sample(self, prompts_ids: list[list[int]], max_new_tokens: int, temperature: float, seed: int,
+               *, greedy: bool = False) -> list[Generation]:
+        """:meth:`generate`'s tokens as :class:`Generation` s: with the stop token, and, on the shared-prefill path
+        (for a model whose logits are its head on its last hidden states), the sampling log-probs and entropies."""
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens!r}")
         if not greedy and not temperature > 0:
@@ -75,7 +102,7 @@ class HFBackend:
             raise ValueError("empty prompt in the generation batch")
         step = self.max_batch_size or len(prompts_ids) or 1
         decode = self._decode_shared if self.share_prefill else self._decode_hf
-        out: list[list[int]] = []
+        out: list[Generation] = []
         for chunk_index, lo in enumerate(range(0, len(prompts_ids), step)):
             out.extend(decode(prompts_ids[lo:lo + step], max_new_tokens, temperature,
                               seed + 7919 * chunk_index, greedy))
@@ -91,10 +118,10 @@ class HFBackend:
         device = self.model.device
         return input_ids.to(device), attention_mask.to(device)
 
-    def _cut_at_stop(self, tokens: list[int]) -> list[int]:
+    def _cut_at_stop(self, tokens: list[int]) -> Generation:
         stops = set(self.stop_ids)
         cut = next((i for i, t in enumerate(tokens) if t in stops), len(tokens))
-        return tokens[:cut]
+        return Generation(tokens[:cut], stop=tokens[cut] if cut < len(tokens) else None)
 
     def _decode_hf(self, prompts_ids, max_new_tokens, temperature, seed, greedy):
         input_ids, attention_mask = self._left_pad(prompts_ids)
@@ -108,7 +135,7 @@ class HFBackend:
             torch.manual_seed(seed)
             sequences = self.model.generate(input_ids=input_ids, attention_mask=attention_mask,
                                             generation_config=config)
-        return [self._cut_at_stop(t) for t in sequences[:, input_ids.shape[1]:].tolist()]
+        return [self._cut_at_stop(t) for t in sequences[:, input_ids.shape[1]:].tolist()]  # no log-probs
 
     def _decode_shared(self, prompts_ids, max_new_tokens, temperature, seed, greedy):
         device = self.model.device
@@ -118,40 +145,57 @@ class HFBackend:
         position_ids = (attention_mask.cumsum(-1) - 1).clamp_min(0)
         generator = torch.Generator(device=device).manual_seed(seed % (2**63))
         stop_ids = torch.tensor(self.stop_ids, device=device)
-        outputs: list[list[int]] = [[] for _ in prompts_ids]
+        scored = not greedy and head_on_hidden(self.model) and min(len(p) for p in prompts_ids) > 1
+        rows_total = len(prompts_ids)
+        # row r's token of step t in sampled[r, t] (-1 once it stopped); its scores in column t + 1 of scores
+        sampled = torch.full((rows_total, max_new_tokens), -1, dtype=torch.long, device=device)
+        scores = torch.zeros((2, rows_total, max_new_tokens + 1), dtype=torch.float32, device=device)
         with torch.inference_mode():
             out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                             use_cache=True, logits_to_keep=1)
-            cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
+                             use_cache=True, logits_to_keep=1, output_hidden_states=scored)
             rows = torch.tensor(row_to_unique, device=device)
-            if len(unique) != len(prompts_ids):
-                cache.batch_select_indices(rows)
+            step_logits = decode_step(self.model, out, rows, input_ids.shape[1], max_new_tokens)
+            if scored:  # the prompt's last token, predicted by the position before it
+                before_last = self.model.get_output_embeddings()(out.hidden_states[-1][:, -2])
+                scores[:, :, 0] = _scores(before_last, input_ids[:, -1], temperature)[:, rows]
             logits = out.logits[rows, -1, :]
             attention_mask = attention_mask[rows]
             next_position = position_ids[rows, -1] + 1
-            live = torch.arange(len(prompts_ids), device=device)  # original row of each batch row
+            live = torch.arange(rows_total, device=device)  # original row of each batch row
             for step in range(max_new_tokens):
                 if greedy:
                     tokens = logits.argmax(dim=-1)
                 else:
                     tokens = sample_tokens(logits, temperature, generator)
-                for row, token in zip(live.tolist(), tokens.tolist()):
-                    outputs[row].append(token)
+                sampled[live, step] = tokens
+                if scored:
+                    scores[:, live, step + 1] = _scores(logits, tokens, temperature)
                 going = ~torch.isin(tokens, stop_ids)
                 if step == max_new_tokens - 1 or not bool(going.any()):
                     break
                 if not bool(going.all()):
                     keep = going.nonzero().squeeze(1)
-                    cache.batch_select_indices(keep)
+                    step_logits.keep(keep)
                     tokens, live = tokens[keep], live[keep]
                     attention_mask, next_position = attention_mask[keep], next_position[keep]
                 attention_mask = torch.cat([attention_mask, attention_mask.new_ones((len(live), 1))], dim=1)
-                out = self.model(input_ids=tokens[:, None], attention_mask=attention_mask,
-                                 position_ids=next_position[:, None], use_cache=True,
-                                 **{self._cache_kwarg: cache})
-                logits = out.logits[:, -1, :]
+                logits = step_logits(tokens, attention_mask, next_position)
                 next_position = next_position + 1
-        return [self._cut_at_stop(t) for t in outputs]
+        generations = [self._cut_at_stop([t for t in row if t >= 0]) for row in sampled.tolist()]
+        if scored:
+            for g, lp, ent in zip(generations, *scores.tolist()):
+                kept = 1 + len(g.tokens) + (g.stop is not None)  # the prompt's last token, the tokens, the stop
+                g.logprobs, g.entropies, g.temperature = lp[:kept], ent[:kept], float(temperature)
+        return generations
+
+
+def _scores(logits: torch.Tensor, tokens: torch.Tensor, temperature: float) -> torch.Tensor:
+    """``[2, B]``: the log-prob of ``tokens`` and the entropy under ``softmax(logits / temperature)``, row by row,
+    computed as the trainer computes them (:func:`ragen2.trainer.losses.token_logprobs_and_entropy`)."""
+    logits = logits.float()
+    lsm = torch.log_softmax(logits / temperature if temperature != 1.0 else logits, dim=-1)
+    logp = lsm.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+    return torch.stack([logp, -(lsm.exp() * lsm).sum(-1)])
 
 
 def sample_tokens(logits: torch.Tensor, temperature: float, generator: torch.Generator) -> torch.Tensor:

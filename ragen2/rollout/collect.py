@@ -12,7 +12,7 @@ from typing import Any
 from ragen2 import envs
 from ragen2.config import EnvConfig, RolloutConfig
 from ragen2.envs.base import TextEnv
-from ragen2.rollout.backends import GenerationBackend, backend_settings, make_backend
+from ragen2.rollout.backends import Generation, GenerationBackend, backend_settings, make_backend
 from ragen2.rollout.parse import parse_response
 from ragen2.rollout.prompt import (
     THINK_OPEN,
@@ -24,7 +24,7 @@ from ragen2.rollout.prompt import (
     system_prompt,
     turn_block,
 )
-from ragen2.rollout.sequence import fit_context, tokenize_conversations
+from ragen2.rollout.sequence import behaviour_scores, fit_context, tokenize_conversations
 from ragen2.rollout.types import RolloutBatch, Trajectory, Turn
 
 
@@ -84,6 +84,7 @@ class _Live:
     gen_user_texts: list[str] = field(default_factory=list)  # what the model was shown
     responses: list[str] = field(default_factory=list)
     turns: list[Turn] = field(default_factory=list)
+    generations: list[tuple[list[int], Generation]] = field(default_factory=list)  # (prompt shown, sample) per turn
     actions_used: int = 0
     penalties: int = 0
     env_reward: float = 0.0
@@ -143,31 +144,44 @@ def collect_rollouts(model, tokenizer, env_cfg: EnvConfig, rollout_cfg: RolloutC
             _open_turn(traj, turn, limits)
         prompts = _prompts(tokenizer, system, [t.gen_user_texts for t in live], [t.responses for t in live],
                            rollout_cfg.max_context_tokens)
-        outputs = backend.generate([ids for _, ids in prompts], rollout_cfg.max_new_tokens, temperature,
-                                   seed=(seed * 1_000_003 + turn) % 2**62, greedy=greedy)
-        for traj, new_ids, prompt in zip(live, outputs, prompts):
-            _finish_turn(traj, turn, tokenizer, system, new_ids, limits, rollout_cfg, prompt)
+        outputs = _sample(backend, [ids for _, ids in prompts], rollout_cfg.max_new_tokens, temperature,
+                          seed=(seed * 1_000_003 + turn) % 2**62, greedy=greedy)
+        for traj, generation, prompt in zip(live, outputs, prompts):
+            _finish_turn(traj, turn, tokenizer, system, generation, limits, rollout_cfg, prompt)
     return RolloutBatch(_build_trajectories(trajs, tokenizer, system, rollout_cfg, limits),
                         env_groups=len(seeds), group_size=group_size)
 
 
+def _sample(backend: GenerationBackend, prompts: list[list[int]], max_new_tokens: int, temperature: float, *,
+            seed: int, greedy: bool) -> list[Generation]:
+    """The backend's samples with their log-probs where it records them (``sample``), else its bare tokens."""
+    if hasattr(backend, "sample"):
+        return backend.sample(prompts, max_new_tokens, temperature, seed=seed, greedy=greedy)
+    return [Generation(tokens) for tokens in backend.generate(prompts, max_new_tokens, temperature, seed=seed,
+                                                               greedy=greedy)]
+
+
 def _prompts(tokenizer, system: str, user_texts: list[list[str]], responses: list[list[str]],
              max_tokens: int) -> list[tuple[str, list[int]]]:
-    """Generation prompts (text, ids) of several trajectories, tokenised in one batch, capped."""
-    conversations = [conversation(system, u, r) for u, r in zip(user_texts, responses)]
+    """Generation prompts (text, ids) of several trajectories, capped; each distinct conversation is rendered and
+    tokenised once (on turn 1 a group's members share theirs), in one batch."""
+    keys = [(tuple(u), tuple(r)) for u, r in zip(user_texts, responses)]
+    distinct = list(dict.fromkeys(keys))
+    conversations = [conversation(system, list(u), list(r)) for u, r in distinct]
     texts = [render(tokenizer, messages, generation=True) for messages in conversations]
     all_ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
-    out = []
-    for messages, text, ids in zip(conversations, texts, all_ids):
+    out = {}
+    for key, messages, text, ids in zip(distinct, conversations, texts, all_ids):
         if len(ids) > max_tokens:
             _, text, ids = fit_context(tokenizer, messages, max_tokens, generation=True, ids=ids)
-        out.append((text, list(ids)))
-    return out
+        out[key] = (text, list(ids))
+    return [(out[key][0], list(out[key][1])) for key in keys]
 
 
-def _finish_turn(traj: _Live, turn: int, tokenizer, system: str, new_ids: list[int], limits: AgentLimits,
+def _finish_turn(traj: _Live, turn: int, tokenizer, system: str, generation: Generation, limits: AgentLimits,
                  rollout_cfg: RolloutConfig, prompt: tuple[str, list[int]]) -> None:
-    text = THINK_OPEN + tokenizer.decode(new_ids, skip_special_tokens=True)
+    traj.generations.append((prompt[1], generation))
+    text = THINK_OPEN + tokenizer.decode(generation.tokens, skip_special_tokens=True)
     parsed = parse_response(text, limits.max_actions_per_turn)
     budget = limits.max_actions_per_traj - traj.actions_used
     outcome = execute_actions(traj.env, parsed.actions, budget)
@@ -213,6 +227,7 @@ def _build_trajectories(trajs: list[_Live], tokenizer, system: str, rollout_cfg:
     for traj, seq, kept in zip(trajs, sequences, conversations):
         score = traj.env_reward + rollout_cfg.format_penalty * traj.penalties
         first = traj.turns[0]
+        behaviour = behaviour_scores(seq.input_ids, seq.loss_mask, traj.generations)
         out.append(Trajectory(
             group=traj.group, env_seed=traj.env_seed, turns=traj.turns, input_ids=seq.input_ids,
             loss_mask=seq.loss_mask, reasoning_mask=seq.reasoning_mask, score=float(score),
@@ -220,5 +235,7 @@ def _build_trajectories(trajs: list[_Live], tokenizer, system: str, rollout_cfg:
             first_reasoning_ids=list(first.reasoning_ids), response_length=int(sum(seq.loss_mask)),
             info={"num_turns": len(traj.turns), "env_reward": traj.env_reward,
                   "invalid_turns": traj.penalties, "truncated_context": len(kept) < 1 + 2 * len(traj.turns),
-                  "max_turns": limits.max_turns}))
+                  "max_turns": limits.max_turns},
+            **({} if behaviour is None else dict(zip(
+                ("behaviour_logprobs", "behaviour_entropies", "behaviour_temperature"), behaviour)))))
     return out

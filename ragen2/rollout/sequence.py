@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ragen2.rollout.backends import Generation
 from ragen2.rollout.prompt import THINK_OPEN, render
 
 THINK_CLOSE = "</think>"
@@ -113,3 +114,37 @@ def fit_context(tokenizer, messages: list[dict[str, Any]], max_tokens: int, *, g
         text = render(tokenizer, messages, generation=generation)
         ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     return messages, text, list(ids)
+
+
+def behaviour_scores(input_ids: list[int], loss_mask: list[int], generations: list[tuple[list[int], Generation]]
+                     ) -> tuple[list[float], list[float], float] | None:
+    """The sampling log-probs and entropies of a trained sequence, where it is exactly what was sampled.
+
+    Args:
+        input_ids, loss_mask: the trained sequence and its (unshifted) loss mask.
+        generations: per turn, the generation prompt the model was given and what it sampled after it.
+
+    Returns:
+        ``(logprobs, entropies, temperature)`` aligned with ``input_ids`` (0 where no trained token needs one), or
+        None unless every turn's prompt is a prefix of ``input_ids`` followed by its sampled tokens and stop token,
+        every generation carries log-probs at one temperature, and every trained token is a sampled token, a
+        stop token or a prompt's last token (``<think>`` opens each reply in the prompt).
+    """
+    logprobs = [0.0] * len(input_ids)
+    entropies = [0.0] * len(input_ids)
+    covered = [False] * len(input_ids)
+    temperatures = set()
+    for prompt, g in generations:
+        if g.logprobs is None or g.entropies is None or g.stop is None:
+            return None
+        sampled = [*g.tokens, g.stop]
+        end = len(prompt) + len(sampled)
+        if input_ids[:len(prompt)] != prompt or input_ids[len(prompt):end] != sampled:
+            return None
+        for offset, (lp, ent) in enumerate(zip(g.logprobs, g.entropies)):
+            logprobs[len(prompt) - 1 + offset], entropies[len(prompt) - 1 + offset] = lp, ent
+            covered[len(prompt) - 1 + offset] = True
+        temperatures.add(g.temperature)
+    if len(temperatures) != 1 or not all(c for c, m in zip(covered, loss_mask) if m):
+        return None
+    return logprobs, entropies, temperatures.pop()

@@ -57,6 +57,17 @@ class Trajectory:
     response_length: int = 0
     """Trained (assistant) tokens over all turns."""
     info: dict = field(default_factory=dict)
+    behaviour_logprobs: list[float] | None = None
+    """Per token of ``input_ids``, its log-prob under the distribution it was sampled from (0 on tokens no trained
+    position needs), when the sequence is exactly what was sampled: every turn's generation prompt is a prefix of
+    it, followed by the sampled tokens and their stop token, and every trained token is one of those or the
+    prompt's last token (:func:`ragen2.rollout.sequence.behaviour_scores`). None otherwise (a warning line shown to
+    the model, a dropped turn, a reply cut at ``max_new_tokens``, a backend that records no log-probs): the
+    trainer then recomputes them."""
+    behaviour_entropies: list[float] | None = None
+    """The full-vocabulary entropy of those distributions, aligned with ``behaviour_logprobs``."""
+    behaviour_temperature: float | None = None
+    """The sampling temperature of ``behaviour_logprobs``."""
 
 
 @dataclass

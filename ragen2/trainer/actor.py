@@ -22,10 +22,17 @@ from torch import nn
 
 from ragen2.trainer.activation_checkpointing import recompute_in_backward
 from ragen2.trainer.batch import UpdateBatch, chunks, group_order
-from ragen2.trainer.losses import agg_denominator, aggregate, kl_penalty, logprobs_and_entropy, policy_loss
+from ragen2.trainer.losses import (
+    agg_denominator,
+    aggregate,
+    kl_penalty,
+    logprobs_and_entropy,
+    policy_loss,
+    token_logprobs_and_entropy,
+)
 from ragen2.trainer.optim import backward, clip_and_step
 from ragen2.trainer.precision import autocast
-from ragen2.trainer.prefix import first_trained_column, shared_prefix_forward
+from ragen2.trainer.prefix import first_trained_column, head_on_hidden, ragged_forward
 
 
 @dataclass(frozen=True)
@@ -47,7 +54,8 @@ class LossSettings:
     task_scale: float = 1.0
     """Multiplier of the policy-gradient term (filter loss scaling)."""
     share_prefix: bool = True
-    """Run each distinct prompt once per micro-batch (:func:`forward_logprobs`); off only to benchmark it."""
+    """The ragged forward (each distinct prompt once per micro-batch, each row up to its last trained token:
+    :func:`forward_logprobs`); off only to benchmark it."""
     precision: str = "fp32"
     """Compute precision of the actor's forward passes (resolved: ``fp32`` | ``bf16`` | ``fp16``;
     :mod:`ragen2.trainer.precision`)."""
@@ -63,26 +71,36 @@ def forward_logprobs(model: nn.Module, batch: UpdateBatch, temperature: float = 
                      ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs (and entropies) of the shifted tokens of ``batch`` under ``model``, with gradient.
 
-    Columns before the batch's first trained token (``loss_mask``) are 0: the model's head and the
-    log-softmax run only from there on (``logits_to_keep``), which skips the shared prompt of
-    single-turn rows. With ``share_prefix`` the untrained columns every row has (the prompt up to the
-    first trained token) run once per distinct prompt instead of once per row
-    (:func:`ragen2.trainer.prefix.shared_prefix_forward`): a group's rollouts share their prompt, so
-    this removes most of the prompt's compute. Models whose ``forward`` has no ``logits_to_keep`` get
-    every column. The model runs under ``precision``'s autocast (and, with gradient, recomputes its
-    checkpointed layers in the backward pass); the log-softmax is float32.
+    With ``share_prefix`` (and a model of :data:`ragen2.trainer.prefix.LM_HEAD_MODELS`) the body runs as a ragged forward
+    (:func:`ragen2.trainer.prefix.ragged_forward`): the untrained prompt every row has once per distinct prompt,
+    then each row only up to its last trained token, and the head and the log-softmax only at the trained tokens
+    (``loss_mask``); every other column is 0. A group's rollouts share their prompt and their responses differ in
+    length, so this removes most of the prompt's compute and the padding's. Otherwise (or when the model cannot
+    take a cache: activation checkpointing) the plain forward runs, the head and the log-softmax from the batch's
+    first trained column on (``logits_to_keep``; every column for models without it), earlier columns 0. The
+    model runs under ``precision``'s autocast (and, with gradient, recomputes its checkpointed layers in the
+    backward pass); the log-softmax is float32.
     """
-    start = first_trained_column(batch.loss_mask) if _accepts_logits_to_keep(type(model)) else 0
-    with autocast(precision, batch.input_ids.device), recompute_in_backward(model):
-        split = (shared_prefix_forward(model, batch.input_ids, batch.attention_mask, start, {"logits_to_keep": 1})
-                 if share_prefix and start > 0 else None)
-        if split is not None:
-            logits = split.suffix.logits
+    device = batch.input_ids.device
+    with autocast(precision, device), recompute_in_backward(model):
+        ragged = None
+        if share_prefix and head_on_hidden(model):
+            wanted = F.pad(batch.loss_mask > 0, (0, 1))  # column t of the shifted mask is input position t
+            ragged = ragged_forward(model.base_model, batch.input_ids, batch.attention_mask, wanted)
+        if ragged is not None:
+            logits = model.get_output_embeddings()(ragged.hidden)
         else:
+            start = first_trained_column(batch.loss_mask) if _accepts_logits_to_keep(type(model)) else 0
             kwargs = {"logits_to_keep": batch.input_ids.shape[1] - start} if start > 0 else {}
             logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, **kwargs).logits
-    logits = logits[:, :-1]
-    logp, entropy = logprobs_and_entropy(logits, batch.targets[:, start:], with_entropy=with_entropy,
+    if ragged is not None:
+        lp, ent = token_logprobs_and_entropy(logits, batch.input_ids[ragged.rows, ragged.cols + 1],
+                                             with_entropy=with_entropy, temperature=temperature)
+        index = (ragged.rows, ragged.cols)
+        logp = torch.zeros_like(batch.loss_mask, dtype=lp.dtype).index_put(index, lp)
+        entropy = torch.zeros_like(logp).index_put(index, ent) if ent is not None else None
+        return logp, entropy
+    logp, entropy = logprobs_and_entropy(logits[:, :-1], batch.targets[:, start:], with_entropy=with_entropy,
                                          temperature=temperature)
     if start > 0:
         logp = F.pad(logp, (start, 0))

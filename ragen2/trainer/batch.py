@@ -38,6 +38,11 @@ class UpdateBatch:
     task_weight: torch.Tensor
     """``[B]`` 1 for rows of kept groups (task loss + regularisers), 0 for rows that only carry the
     KL / entropy terms (``filter.regularize_kept_only = False``)."""
+    behaviour_logp: torch.Tensor | None = None
+    """``[B, L-1]`` the sampling log-prob of each token (:attr:`ragen2.rollout.types.Trajectory.behaviour_logprobs`),
+    NaN on the rows without them; None when no row has them."""
+    behaviour_entropy: torch.Tensor | None = None
+    """``[B, L-1]`` the sampling distribution's entropy at each token, aligned with ``behaviour_logp``."""
     old_logp: torch.Tensor | None = None
     ref_logp: torch.Tensor | None = None
     values: torch.Tensor | None = None
@@ -88,8 +93,11 @@ class UpdateBatch:
 
 
 def build_batch(trajectories: Sequence[Trajectory], pad_id: int, task_weight: Sequence[float] | None = None,
-                device: torch.device | str = "cpu") -> UpdateBatch:
+                device: torch.device | str = "cpu", temperature: float | None = None) -> UpdateBatch:
     """Pad trajectories into an :class:`UpdateBatch` (rows keep the given order).
+
+    ``temperature``: the trainer's log-prob temperature; the sampling log-probs of the trajectories sampled at it
+    become ``behaviour_logp`` / ``behaviour_entropy`` (None: not used).
 
     Raises:
         ValueError: if a trajectory's masks do not match its ``input_ids`` or it has < 2 tokens.
@@ -119,11 +127,32 @@ def build_batch(trajectories: Sequence[Trajectory], pad_id: int, task_weight: Se
         last = int(trained[-1]) if len(trained) else len(traj.input_ids) - 2
         rewards[i, last] = float(traj.score)
     weights = torch.ones(n) if task_weight is None else torch.as_tensor(task_weight, dtype=torch.float32)
+    behaviour = _behaviour(trajectories, length, temperature)
     batch = UpdateBatch(
         input_ids=input_ids, attention_mask=attention, loss_mask=loss_mask, reasoning_mask=reasoning,
         rewards=rewards, scores=torch.tensor([float(t.score) for t in trajectories]),
-        group_ids=torch.tensor([int(t.group) for t in trajectories], dtype=torch.long), task_weight=weights)
+        group_ids=torch.tensor([int(t.group) for t in trajectories], dtype=torch.long), task_weight=weights,
+        behaviour_logp=behaviour[0], behaviour_entropy=behaviour[1])
     return batch.to(device)
+
+
+def _behaviour(trajectories: Sequence[Trajectory], length: int, temperature: float | None
+               ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """The shifted ``[B, L-1]`` sampling log-probs and entropies of the rows sampled at ``temperature`` (NaN rows
+    elsewhere), or ``(None, None)`` when no row has them."""
+    rows = [i for i, t in enumerate(trajectories)
+            if temperature is not None and t.behaviour_logprobs is not None and t.behaviour_temperature == temperature]
+    if not rows:
+        return None, None
+    logp = torch.full((len(trajectories), length - 1), float("nan"))
+    entropy = torch.full((len(trajectories), length - 1), float("nan"))
+    for i in rows:
+        t = trajectories[i]
+        m = len(t.input_ids)
+        logp[i, :m - 1] = torch.tensor(t.behaviour_logprobs[1:], dtype=torch.float32)
+        entropy[i, :m - 1] = torch.tensor(t.behaviour_entropies[1:], dtype=torch.float32)
+        logp[i, m - 1:] = entropy[i, m - 1:] = 0.0
+    return logp, entropy
 
 
 def chunks(n: int, size: int) -> list[range]:

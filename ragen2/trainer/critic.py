@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ragen2.trainer.activation_checkpointing import recompute_in_backward
@@ -17,7 +18,7 @@ from ragen2.trainer.batch import UpdateBatch, chunks, group_order
 from ragen2.trainer.losses import agg_denominator, value_loss
 from ragen2.trainer.optim import backward, clip_and_step
 from ragen2.trainer.precision import autocast
-from ragen2.trainer.prefix import first_trained_column, shared_prefix_forward
+from ragen2.trainer.prefix import ragged_forward
 
 
 class ValueModel(nn.Module):
@@ -31,22 +32,28 @@ class ValueModel(nn.Module):
         nn.init.zeros_(self.head.weight)
         nn.init.zeros_(self.head.bias)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, shared_prefix: int = 0) -> torch.Tensor:
-        """``[B, L-1]`` values; ``shared_prefix > 0`` runs columns ``[0, shared_prefix)`` once per distinct
-        prefix (:func:`ragen2.trainer.prefix.shared_prefix_forward`; same values, less compute).
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                wanted: torch.Tensor | None = None) -> torch.Tensor:
+        """``[B, L-1]`` values. With ``wanted`` (``[B, L-1]`` bool, shifted like the batch's masks) only those are
+        computed, the others are 0: the body runs as a ragged forward (each distinct prompt once, each row up to
+        its last wanted position: :func:`ragen2.trainer.prefix.ragged_forward`), or the plain forward if it cannot.
 
         Under autocast the body computes in the lower dtype and the head stays float32 (values and the value
         loss in full precision); with gradient, checkpointed layers recompute in the backward pass."""
         with recompute_in_backward(self.backbone):
-            split = (shared_prefix_forward(self.backbone, input_ids, attention_mask, shared_prefix)
-                     if shared_prefix else None)
-            if split is None:
-                hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+            ragged = None
+            if wanted is not None:
+                ragged = ragged_forward(self.backbone, input_ids, attention_mask, F.pad(wanted, (0, 1)))
+            if ragged is None:
+                hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state[:, :-1]
             else:
-                hidden = torch.cat([split.prefix.last_hidden_state[split.rows], split.suffix.last_hidden_state],
-                                   dim=1)
+                hidden = ragged.hidden
         with torch.autocast(device_type=hidden.device.type, enabled=False):
-            return self.head(hidden[:, :-1].to(self.head.weight.dtype)).squeeze(-1)
+            values = self.head(hidden.to(self.head.weight.dtype)).squeeze(-1)
+        if ragged is None:
+            return values
+        out = values.new_zeros((input_ids.shape[0], input_ids.shape[1] - 1))
+        return out.index_put((ragged.rows, ragged.cols), values)
 
 
 @torch.no_grad()
@@ -58,8 +65,7 @@ def compute_values(critic: ValueModel, batch: UpdateBatch, micro_batch_size: int
     for rows in chunks(len(batch), micro_batch_size):
         mb = batch.select(rows)
         with autocast(precision, mb.input_ids.device):
-            values = critic(mb.input_ids, mb.attention_mask,
-                            shared_prefix=first_trained_column(mb.loss_mask) if share_prefix else 0)
+            values = critic(mb.input_ids, mb.attention_mask, wanted=(mb.loss_mask > 0) if share_prefix else None)
         out[rows.start:rows.stop, : mb.loss_mask.shape[1]] = values.float()
     return out
 
@@ -73,7 +79,8 @@ def update_critic(critic: ValueModel, optimizer: torch.optim.Optimizer, batch: U
     The prompt groups are put in a random order (``rng``, :func:`~ragen2.trainer.batch.group_order`)
     and cut into mini-batches (one optimiser step each), each accumulated over micro-batches; the
     loss is a token mean over the whole mini-batch.
-    ``share_prefix`` runs each distinct prompt once per micro-batch (off only to benchmark it).
+    ``share_prefix`` runs the ragged forward (each distinct prompt once per micro-batch, each row up to its last
+    trained token; off only to benchmark it).
     ``precision`` is the forward passes' autocast, ``scaler`` the fp16 loss scaler
     (:mod:`ragen2.trainer.precision`). The gradients are freed at the end.
 
@@ -98,7 +105,7 @@ def update_critic(critic: ValueModel, optimizer: torch.optim.Optimizer, batch: U
                 mb = mini.select(rows)
                 with autocast(precision, mb.input_ids.device):
                     values = critic(mb.input_ids, mb.attention_mask,
-                                    shared_prefix=first_trained_column(mb.loss_mask) if share_prefix else 0)
+                                    wanted=(mb.loss_mask > 0) if share_prefix else None)
                 loss, stats = value_loss(values, mb.values, mb.returns, mb.task_mask, "token-mean",
                                          value_clip, denom=denom)
                 backward(loss, scaler)

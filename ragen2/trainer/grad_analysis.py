@@ -49,29 +49,49 @@ def quantile_buckets(group_rv: dict[int, float], num_buckets: int) -> list[list[
     return buckets
 
 
-def component_grad_norm(model: torch.nn.Module, batch: UpdateBatch, s: LossSettings, components: tuple[str, ...],
-                        mini_batch_size: int, micro_batch_size: int) -> float:
-    """Mean over mini-batches of the L2 norm of the gradient of the given loss components.
+def component_grad_norms(model: torch.nn.Module, batch: UpdateBatch, s: LossSettings,
+                         components: tuple[tuple[str, ...], ...], mini_batch_size: int, micro_batch_size: int
+                         ) -> list[float]:
+    """Per entry of ``components`` (each a tuple of loss components summed), the mean over mini-batches of the L2
+    norm of its gradient.
 
-    The model's ``.grad`` fields are cleared before and after; no optimiser is involved.
+    A mini-batch that is one micro-batch runs its forward once for all entries (a backward per entry, the graph
+    kept in between); a longer one runs a forward per entry and micro-batch, so that only one micro-batch's
+    activations are alive at a time, as in the update. Either way each entry's gradient is the same computation
+    as on its own. The model's ``.grad`` fields are cleared before and after; no optimiser is involved.
     """
     params = [p for p in model.parameters() if p.requires_grad]
-    norms = []
+    wanted = tuple(dict.fromkeys(c for entry in components for c in entry))
+    norms: list[list[float]] = [[] for _ in components]
+
+    def read_and_clear(k: int) -> None:
+        grads = [p.grad.detach().float().norm() ** 2 for p in params if p.grad is not None]
+        norms[k].append(math.sqrt(float(sum(grads))) if grads else 0.0)
+        model.zero_grad(set_to_none=True)
+
+    def backward(terms: dict[str, torch.Tensor], entry: tuple[str, ...], keep_graph: bool) -> None:
+        parts = [terms[c] for c in entry if c in terms]
+        loss = sum(parts) if parts else None
+        if loss is not None and loss.requires_grad:
+            loss.backward(retain_graph=keep_graph)
+
+    model.zero_grad(set_to_none=True)
     for mini_rows in chunks(len(batch), mini_batch_size):
         mini = batch.select(list(mini_rows))
         denoms = term_denominators(mini, s)
-        model.zero_grad(set_to_none=True)
-        for rows in chunks(len(mini), micro_batch_size):
-            terms, _ = actor_terms(model, mini.select(list(rows)), s, denoms, components=components)
-            parts = [terms[c] for c in components if c in terms]
-            if parts:
-                loss = sum(parts)
-                if loss.requires_grad:
-                    loss.backward()
-        grads = [p.grad.detach().float().norm() ** 2 for p in params if p.grad is not None]
-        norms.append(math.sqrt(float(sum(grads))) if grads else 0.0)
-    model.zero_grad(set_to_none=True)
-    return float(np.mean(norms)) if norms else 0.0
+        micro = chunks(len(mini), micro_batch_size)
+        if len(micro) == 1:
+            terms, _ = actor_terms(model, mini, s, denoms, components=wanted)
+            for k, entry in enumerate(components):
+                backward(terms, entry, keep_graph=k < len(components) - 1)
+                read_and_clear(k)
+            continue
+        for k, entry in enumerate(components):
+            for rows in micro:
+                terms, _ = actor_terms(model, mini.select(list(rows)), s, denoms, components=entry)
+                backward(terms, entry, keep_graph=False)
+            read_and_clear(k)
+    return [float(np.mean(v)) if v else 0.0 for v in norms]
 
 
 def grad_analysis(model: torch.nn.Module, batch: UpdateBatch, group_rv: dict[int, float], s: LossSettings, *,
@@ -106,16 +126,19 @@ def grad_analysis(model: torch.nn.Module, batch: UpdateBatch, group_rv: dict[int
         rows = [i for i, g in enumerate(group_ids) if g in members]
         sub = batch.select(rows)
 
-        def norm(components: tuple[str, ...], sub=sub) -> float:
-            return component_grad_norm(model, sub, s, components, mini_batch_size, micro_batch_size)
-
-        task = norm(("task",))
-        entropy = norm(("entropy",)) if s.entropy_coef != 0 else 0.0
-        kl = norm(("kl",)) if s.kl_coef != 0 else 0.0
+        entries: list[tuple[str, ...]] = [("task",)]
+        if s.entropy_coef != 0:
+            entries.append(("entropy",))
+        if s.kl_coef != 0:
+            entries.append(("kl",))
         if s.entropy_coef != 0 and s.kl_coef != 0:
-            reg = norm(("entropy", "kl"))
-        else:
-            reg = entropy + kl
+            entries.append(("entropy", "kl"))
+        found = dict(zip(entries, component_grad_norms(model, sub, s, tuple(entries), mini_batch_size,
+                                                        micro_batch_size)))
+        task = found[("task",)]
+        entropy = found.get(("entropy",), 0.0)
+        kl = found.get(("kl",), 0.0)
+        reg = found.get(("entropy", "kl"), entropy + kl)
         values = [rv[g] for g in groups]
         rows_out.append({
             "step": int(step), "bucket": name, "num_groups": len(groups), "num_rows": len(rows),

@@ -64,6 +64,27 @@ def logprobs_and_entropy(logits: torch.Tensor, targets: torch.Tensor, *, with_en
     return torch.cat(logps), (torch.cat(entropies) if with_entropy else None)
 
 
+def token_logprobs_and_entropy(logits: torch.Tensor, targets: torch.Tensor, *, with_entropy: bool = True,
+                               chunk_tokens: int = 512, temperature: float = 1.0,
+                               ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """:func:`logprobs_and_entropy` of a flat list of positions: ``logits [N, V]``, ``targets [N]``; the
+    float32 log-softmax runs ``chunk_tokens`` positions at a time."""
+    if logits.dim() != 2 or logits.shape[0] != targets.shape[0]:
+        raise ValueError(f"logits [N, V] and targets [N] disagree: {tuple(logits.shape)} vs {tuple(targets.shape)}")
+    logps, entropies = [], []
+    for start in range(0, logits.shape[0], max(1, chunk_tokens)):
+        chunk = logits[start:start + chunk_tokens].float()
+        if temperature != 1.0:
+            chunk = chunk / temperature
+        lsm = torch.log_softmax(chunk, dim=-1)
+        logps.append(lsm.gather(-1, targets[start:start + chunk_tokens].unsqueeze(-1)).squeeze(-1))
+        if with_entropy:
+            entropies.append(-(lsm.exp() * lsm).sum(-1))
+    empty = logits.new_zeros(0, dtype=torch.float32)
+    return (torch.cat(logps) if logps else empty), ((torch.cat(entropies) if entropies else empty)
+                                                    if with_entropy else None)
+
+
 # ---------------------------------------------------------------------------------------------
 # Aggregation
 # ---------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from ragen2.config import CollapseConfig
 from ragen2.metrics import CollapseMonitor
 from ragen2.metrics.collapse import collapse_due, collapse_metrics, collapse_pairs, validity_counts
+from ragen2.metrics.templates import first_turn_template_metrics
 from ragen2.rollout.types import RolloutBatch, Trajectory, Turn
 
 
@@ -154,6 +155,21 @@ def test_collapse_metrics_end_to_end(tiny_model):
     again = collapse_metrics(tiny_model, None, batch, cfg, np.random.default_rng(0))
     assert again["collapse_first_turn/mi_estimate"] == out["collapse_first_turn/mi_estimate"]
     assert "collapse_first_turn/marginal_std_ema" not in again
+
+
+def test_collapse_metrics_logs_the_first_turns_template_signs(tiny_model):
+    batch = make_batch(env_groups=4, group_size=4, seed=5)
+    for i, t in enumerate(batch.trajectories):
+        t.turns[0].prompt_text = f"State:\nPlayer: ({t.group},1)\nYou have 3 actions left."
+        t.turns[0].think = f"player ({t.group},1) so go down" if i % 2 else "i will think step by step now"
+    expected = first_turn_template_metrics(batch)
+    assert expected["ungrounded_share"] == 0.5 and expected["shared_prefix_share"] == 0.5
+    out = collapse_metrics(tiny_model, None, batch, CollapseConfig(num_samples=12), np.random.default_rng(0))
+    for key in ("ungrounded_share", "shared_prefix_share", "reasoning_words_mean"):
+        assert out[f"collapse_first_turn/{key}"] == expected[key]
+    off = collapse_metrics(tiny_model, None, batch, CollapseConfig(num_samples=12, first_turn_enabled=False),
+                           np.random.default_rng(0))
+    assert not any(k.startswith("collapse_first_turn/") for k in off)
 
 
 def test_collapse_metrics_skips_a_family_with_one_column(tiny_model):

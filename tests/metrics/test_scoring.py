@@ -8,6 +8,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from ragen2.metrics import cross_logprobs, naive_cross_logprobs
+from ragen2.metrics.scoring import PairScorer
 
 VOCAB = 100
 
@@ -58,7 +59,7 @@ def test_each_prompt_is_encoded_once(tiny_model):
     prompts = _random_ids(rng, [30, 31, 32])
     reasonings = _random_ids(rng, [4] * 10)
     widths = []
-    hook = tiny_model.register_forward_pre_hook(
+    hook = tiny_model.model.register_forward_pre_hook(
         lambda module, args, kwargs: widths.append(kwargs["input_ids"].shape), with_kwargs=True)
     try:
         cross_logprobs(tiny_model, None, prompts, reasonings, batch_size=4)
@@ -66,7 +67,29 @@ def test_each_prompt_is_encoded_once(tiny_model):
         hook.remove()
     prompt_passes = [s for s in widths if s[1] >= 30]
     assert [s[1] for s in prompt_passes] == [30, 31, 32] and all(s[0] == 1 for s in prompt_passes)
-    assert sorted(s[0] for s in widths if s[1] < 30) == [2, 2, 2, 4, 4, 4, 4, 4, 4]  # ceil(10/4) per prompt
+    assert sorted(s[0] for s in widths if s[1] < 30) == [2] + [4] * 7  # 30 (prompt, reasoning) rows, 4 a pass
+
+
+def test_a_shared_scorer_scores_each_pair_once_across_calls(tiny_model):
+    rng = np.random.default_rng(4)
+    a, b, c = _random_ids(rng, [20, 22, 21])
+    z1, z2, z3 = _random_ids(rng, [5, 3, 7])
+    scorer = PairScorer(tiny_model, batch_size=64)
+    widths = []
+    hook = tiny_model.model.register_forward_pre_hook(
+        lambda module, args, kwargs: widths.append(tuple(kwargs["input_ids"].shape)), with_kwargs=True)
+    try:
+        first, _ = scorer([a, b], [z1, z2, z1])
+        second, _ = scorer([b, c, a], [z2, z3])
+    finally:
+        hook.remove()
+    # prompts a, b, then c; reasoning rows: 2 x 2 pairs, then the 4 new ones of (b, c, a) x (z2, z3): the three
+    # with z3 (7 tokens) in one pass, (c, z2) in another (3 tokens, under half as long)
+    assert widths == [(1, 20), (1, 22), (4, 4), (1, 21), (3, 6), (1, 2)]
+    np.testing.assert_array_equal(first[0], first[2])  # a repeated reasoning is one row of scores
+    assert second[0, 0] == first[1, 1] and second[0, 2] == first[1, 0]  # (b, z2) and (a, z2) kept
+    slow, _ = naive_cross_logprobs(tiny_model, None, [b, c, a], [z2, z3])
+    np.testing.assert_allclose(second, slow, atol=1e-4, rtol=0)
 
 
 def test_repeated_prompts_are_scored_once_with_identical_columns(tiny_model):
@@ -75,7 +98,7 @@ def test_repeated_prompts_are_scored_once_with_identical_columns(tiny_model):
     prompts = [a, b, a, a, b]
     reasonings = _random_ids(rng, [3, 6, 2, 9])
     widths = []
-    hook = tiny_model.register_forward_pre_hook(
+    hook = tiny_model.model.register_forward_pre_hook(
         lambda module, args, kwargs: widths.append(kwargs["input_ids"].shape), with_kwargs=True)
     try:
         fast, _ = cross_logprobs(tiny_model, None, prompts, reasonings, batch_size=4)

@@ -244,3 +244,70 @@ def test_sample_tokens_draws_from_the_tempered_softmax():
         assert torch.all((counts - n * probs[row]).abs() <= 4 * sigma + 1e-9), (row, counts, n * probs[row])
     again = torch.stack([sample_tokens(logits, temperature, torch.Generator().manual_seed(0)) for _ in range(3)])
     assert torch.equal(again[0], draws[0])  # the generator alone decides the draws
+
+
+class ScoredScriptedBackend(ScriptedBackend):
+    """:class:`ScriptedBackend` as a sampler would report it: with the stop token and the model's log-probs of the
+    prompt's last token, of the reply and of the stop (one full forward of prompt + reply per row)."""
+
+    def __init__(self, tokenizer, script, model, temperature=1.0, stop=True):
+        super().__init__(tokenizer, script)
+        self.model, self.temperature, self.stop = model, temperature, stop
+
+    def sample(self, prompts_ids, max_new_tokens, temperature, seed, *, greedy=False):
+        from ragen2.rollout.backends import Generation
+
+        eot = self.tokenizer.convert_tokens_to_ids("<|im_end|>")
+        out = []
+        for ids, tokens in zip(prompts_ids, self.generate(prompts_ids, max_new_tokens, temperature, seed)):
+            sampled = tokens + [eot] if self.stop else tokens
+            with torch.no_grad():
+                logits = self.model(input_ids=torch.tensor([ids + sampled])).logits[0].float() / self.temperature
+            lsm = torch.log_softmax(logits, dim=-1)
+            positions = range(len(ids) - 2, len(ids) + len(sampled) - 1)  # predicting prompt[-1], then the sample
+            targets = [ids[-1], *sampled]
+            out.append(Generation(tokens, stop=eot if self.stop else None,
+                                  logprobs=[float(lsm[p, t]) for p, t in zip(positions, targets)],
+                                  entropies=[float(-(lsm[p].exp() * lsm[p]).sum()) for p in positions],
+                                  temperature=self.temperature))
+        return out
+
+
+def _walker(prompt):
+    last = prompt.rsplit("Player: (0,", 1)[1]
+    player, goal = int(last[0]), int(last.split("Goal: (0,", 1)[1][0])
+    return f"player {player} goal {goal}</think><answer>{'Right' if goal > player else 'Left'}</answer>"
+
+
+def test_trajectories_keep_the_sampling_logprobs_of_exactly_sampled_sequences(policy):
+    from ragen2.trainer.actor import compute_logprobs
+    from ragen2.trainer.batch import build_batch
+
+    model, tokenizer = policy
+    backend = ScoredScriptedBackend(tokenizer, _walker, model, temperature=0.7)
+    batch = collect_rollouts(model, tokenizer, EnvConfig(name=NAME), _rollout_cfg(max_actions_per_traj=8, max_turns=6),
+                             [3, 4], group_size=2, temperature=0.7, seed=0, backend=backend)
+    assert all(t.behaviour_logprobs is not None and t.behaviour_temperature == 0.7 for t in batch.trajectories)
+    assert max(len(t.turns) for t in batch.trajectories) > 1  # multi-turn: every turn's prompt is a prefix
+    update = build_batch(batch.trajectories, tokenizer.pad_token_id, temperature=0.7)
+    logp, ent = compute_logprobs(model, update, micro_batch_size=4, temperature=0.7)
+    mask = update.loss_mask > 0
+    assert torch.allclose(update.behaviour_logp[mask], logp[mask], atol=1e-5)
+    assert torch.allclose(update.behaviour_entropy[mask], ent[mask], atol=1e-5)
+
+
+@pytest.mark.parametrize("case", ["warning", "rebuilt", "no_stop"])
+def test_sequences_that_differ_from_the_sample_have_no_sampling_logprobs(policy, case):
+    model, tokenizer = policy
+
+    def script(prompt):
+        if case == "warning" and _turn_number(prompt) == 1:
+            return "hmm</think><answer>Jump</answer>"  # invalid: turn 2's prompt shows a warning the trainer omits
+        if case == "rebuilt":
+            return "  spaced out  </think><answer>Left || </answer>"  # stored as <think>spaced out</think>...
+        return _walker(prompt)
+
+    backend = ScoredScriptedBackend(tokenizer, script, model, stop=case != "no_stop")
+    batch = collect_rollouts(model, tokenizer, EnvConfig(name=NAME), _rollout_cfg(max_actions_per_traj=8, max_turns=6),
+                             [3], group_size=2, temperature=1.0, seed=0, backend=backend)
+    assert all(t.behaviour_logprobs is None for t in batch.trajectories)

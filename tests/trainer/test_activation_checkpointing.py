@@ -7,7 +7,7 @@ from ragen2.trainer import activation_checkpointing as ac
 from ragen2.trainer.actor import actor_terms, compute_logprobs, term_denominators
 from ragen2.trainer.critic import ValueModel
 from ragen2.trainer.losses import value_loss
-from ragen2.trainer.prefix import first_trained_column, shared_prefix_forward
+from ragen2.trainer.prefix import ragged_forward
 from tests.trainer._tiny import grpo_batch, settings, tiny_lm
 
 SCORES = [[1.0, 0.0, 2.0, 1.0], [0.0, 1.0, 0.5, 0.0]]
@@ -71,7 +71,7 @@ def test_checkpointed_pass_runs_whole_prompts_and_matches_the_shared_prefix_grad
 def test_recompute_flag_is_set_only_on_layers_and_only_with_gradient():
     model = tiny_lm()
     batch = _shared_prompt_batch(model)
-    start = first_trained_column(batch.loss_mask)
+    wanted = torch.nn.functional.pad(batch.loss_mask > 0, (0, 1))
     assert not ac.is_enabled(model)
     ac.enable(model)
     assert ac.is_enabled(model)
@@ -80,10 +80,10 @@ def test_recompute_flag_is_set_only_on_layers_and_only_with_gradient():
         assert all(layer.training for layer in model.model.layers)
         assert not any(layer.self_attn.training or layer.mlp.training for layer in model.model.layers)
         assert not model.training and not model.model.training
-        assert shared_prefix_forward(model, batch.input_ids, batch.attention_mask, start) is None
+        assert ragged_forward(model.base_model, batch.input_ids, batch.attention_mask, wanted) is None
     with torch.no_grad(), ac.recompute_in_backward(model):
         assert not ac.recomputes(model)  # no backward to replay: the layers take caches, prefixes are shared
-        assert shared_prefix_forward(model, batch.input_ids, batch.attention_mask, start) is not None
+        assert ragged_forward(model.base_model, batch.input_ids, batch.attention_mask, wanted) is not None
     assert not any(m.training for m in model.modules())
 
 

@@ -64,3 +64,18 @@ def test_missing_group_rv_is_named():
     batch = grpo_batch(model, SCORES)
     with pytest.raises(ValueError, match=r"\[4\]"):
         grad_analysis(model, batch, {0: 0.0, 1: 0.0, 2: 0.5, 3: 0.5}, settings())
+
+
+def test_one_forward_serves_every_component_of_a_one_micro_batch_mini_batch():
+    from ragen2.trainer.grad_analysis import component_grad_norms
+
+    model = tiny_lm()
+    batch = grpo_batch(model, [[1.0, 0.0, 1.0], [0.0, 2.0, 1.0]])
+    s = settings(entropy_coef=0.05, kl_coef=0.1)
+    entries = (("task",), ("entropy",), ("kl",), ("entropy", "kl"))
+    together = component_grad_norms(model, batch, s, entries, mini_batch_size=6, micro_batch_size=6)
+    alone = [component_grad_norms(model, batch, s, (e,), mini_batch_size=6, micro_batch_size=6)[0] for e in entries]
+    assert together == alone  # the same computation, bit for bit
+    split = component_grad_norms(model, batch, s, entries, mini_batch_size=6, micro_batch_size=2)
+    assert split == pytest.approx(together, rel=1e-5)  # accumulated over micro-batches: the same up to rounding
+    assert all(p.grad is None for p in model.parameters())

@@ -79,3 +79,47 @@ def test_norm_constant_uses_env_default_turns():
     from ragen2.envs import env_class
 
     assert norm_constant(cfg) == 100 * env_class("frozenlake").agent_defaults.max_turns
+
+
+def _with_behaviour(model, trajs, known_rows, temperature=1.0, shift=0.0):
+    """Give ``known_rows`` sampling log-probs: the model's own (plus ``shift``), as a rollout records them."""
+    from ragen2.trainer.actor import compute_logprobs
+    from ragen2.trainer.batch import build_batch
+
+    plain = build_batch(trajs, pad_id=0)
+    logp, ent = compute_logprobs(model, plain, micro_batch_size=4, temperature=temperature)
+    for i in known_rows:
+        m = len(trajs[i].input_ids)
+        trajs[i].behaviour_logprobs = [0.0] + (logp[i, :m - 1] + shift).tolist()
+        trajs[i].behaviour_entropies = [0.0] + ent[i, :m - 1].tolist()
+        trajs[i].behaviour_temperature = temperature
+    return logp, ent
+
+
+def test_old_logprobs_take_the_sampling_logprobs_and_recompute_the_other_rows():
+    from ragen2.trainer.batch import build_batch
+    from ragen2.trainer.pipeline import old_logprobs
+
+    model, trajs = tiny_lm(), trajectories(SCORES)
+    logp, ent = _with_behaviour(model, trajs, known_rows=[0, 1, 4, 8], shift=0.5)
+    batch = build_batch(trajs, pad_id=0, temperature=1.0)
+    assert torch.isnan(batch.behaviour_logp[2]).all() and not torch.isnan(batch.behaviour_logp[0]).any()
+    old, entropy = old_logprobs(model, batch, 4, 1.0, precision="fp32")
+    mask = batch.loss_mask
+    for i in range(len(trajs)):
+        expected = logp[i] + (0.5 if i in (0, 1, 4, 8) else 0.0)  # the recorded ones are taken as they are
+        assert torch.allclose(old[i] * mask[i], expected * mask[i], atol=1e-5)
+        assert torch.allclose(entropy[i] * mask[i], ent[i] * mask[i], atol=1e-5)
+    # under a lower precision every row is recomputed (the decode and the update forward round differently)
+    bf16, _ = old_logprobs(model, batch, 4, 1.0, precision="bf16")
+    assert (((bf16 - logp) * mask).abs().max() < 0.1) and ((bf16 - old)[0] * mask[0]).abs().max() > 0.4
+
+
+def test_sampling_logprobs_of_another_temperature_are_not_used():
+    from ragen2.trainer.batch import build_batch
+
+    model, trajs = tiny_lm(), trajectories(SCORES)
+    _with_behaviour(model, trajs, known_rows=range(len(trajs)), temperature=0.5)
+    assert build_batch(trajs, pad_id=0, temperature=1.0).behaviour_logp is None
+    assert build_batch(trajs, pad_id=0).behaviour_logp is None
+    assert build_batch(trajs, pad_id=0, temperature=0.5).behaviour_logp is not None
