@@ -61,14 +61,17 @@ test-browser: setup
 # (`python -m ragen2 commit-runs`: `dvc commit -f` reading dvc.yaml and dvc.lock once, where DVC re-reads both
 # per stage), then `dvc repro` runs the notebooks and claims. Each run equals what its stage's own command
 # (`python -m ragen2 train RUN_ID`) makes. An interrupted run resumes from its checkpoint; a second
-# `make repro` finds nothing to do.
+# `make repro` finds nothing to do. The realization check's runs (`--realization`: the same runs from a second
+# warm start, stages warmstart_realization and train_realization) are trained the same way, after the first's.
 WORKERS ?= 2
 repro: export PATH := $(abspath $(VENV))/bin:$(PATH)
 repro: setup
-	dvc repro warmstart
-	stale="$$($(PY) -m ragen2 stale-runs)" && if [ -n "$$stale" ]; then \
-	  $(PY) -m ragen2 train-runs --workers $(WORKERS) --threads 1 --cache-dir data/cache $$stale && \
-	  $(PY) -m ragen2 commit-runs $$stale; fi
+	dvc repro warmstart warmstart_realization
+	for which in "" --realization; do \
+	  stale="$$($(PY) -m ragen2 stale-runs $$which)" || exit 1; [ -z "$$stale" ] && continue; \
+	  $(PY) -m ragen2 train-runs $$which --workers $(WORKERS) --threads 1 --cache-dir data/cache $$stale && \
+	  $(PY) -m ragen2 commit-runs $$which $$stale || exit 1; \
+	done
 	dvc repro
 
 # params.yaml is generated: edit ragen2/repro/profiles.py, then `make params` (tests check there is no drift).

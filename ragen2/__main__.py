@@ -12,7 +12,9 @@ Commands:
   experiment profile (``ragen2.repro.profiles``); ``--estimate`` prints its time estimate.
 - ``warmstart RUN_ID [--params params.yaml] [--cache-dir DIR] [--expect PATH]``: build (or find) the
   warm start a run starts from; ``--expect`` checks it lands at that path (the DVC out).
-- ``claims [--dir paper_figures]``: merge ``claims_<section>.csv`` into ``claims.csv``.
+- ``claims [--dir paper_figures] [--realization-dir DIR]``: merge ``claims_<section>.csv`` into ``claims.csv``;
+  with the realization check's folder, a verdict stands only where both realizations give it
+  (:mod:`ragen2.repro.realization`).
 - ``train-runs RUN_ID ... [--workers 2] [--threads 1] [--params params.yaml] [--cache-dir DIR]``: train
   several runs on long-lived worker processes, dearest first (:mod:`ragen2.repro.runqueue`); exits 1 if any failed.
 - ``stale-runs``: print the run ids whose DVC ``train`` stage is not up to date (``dvc status``), one per
@@ -22,6 +24,9 @@ Commands:
   (:mod:`ragen2.evaluate`); prints success and its standard error, writes the per-episode successes to ``--out``.
 - ``gains START.json LABEL=END.json[,END.json...] ...``: the learning table of several evaluations
   (:func:`ragen2.evaluate.learning_gains`), printed as markdown.
+- ``--realization`` (``train``, ``warmstart``, ``train-runs``, ``stale-runs``, ``commit-runs``): the realization
+  check's second realization of the same runs (params.yaml's ``pipeline.realization``; DVC stages
+  ``warmstart_realization`` and ``train_realization``).
 - ``commit-runs RUN_ID ...``: record trained runs' ``train`` stages in ``dvc.lock`` (``dvc commit --force``
   with one write of the lock file; :mod:`ragen2.repro.dvcstages`).
 
@@ -57,6 +62,9 @@ def _parents() -> dict[str, argparse.ArgumentParser]:
                       help="override a config value, e.g. --set trainer.steps=5 (repeatable)"),
         "cache": parent("--cache-dir", default="data/cache", help="policy / warm-start cache (default: data/cache)"),
         "threads": parent("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)"),
+        "realization": parent("--realization", action="store_true",
+                              help="the realization check's second realization (params.yaml's "
+                                   "pipeline.realization: its overrides and runs root; ragen2.repro.realization)"),
     }
 
 
@@ -74,14 +82,26 @@ def _set_threads(threads: int | None) -> None:
         torch.set_num_threads(threads)
 
 
+def _overrides(args: argparse.Namespace) -> tuple[list[str], str]:
+    """The ``--set`` overrides and the runs root of a command, with ``--realization`` the second realization's
+    overrides first (``--set`` still wins)."""
+    if not getattr(args, "realization", False):
+        return list(args.set), "data/runs"
+    from ragen2.repro.realization import read_realization
+
+    second = read_realization(args.params)
+    return [*second.overrides, *args.set], second.runs_root
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
     from ragen2.config import load_config
     from ragen2.trainer.loop import train
     from ragen2.warmstart import initial_policy
 
     _set_threads(args.threads)
-    cfg = load_config(args.run_id, params_path=args.params, overrides=args.set)
-    run_dir = Path(args.run_dir) if args.run_dir else Path("data/runs") / args.run_id
+    overrides, runs_root = _overrides(args)
+    cfg = load_config(args.run_id, params_path=args.params, overrides=overrides)
+    run_dir = Path(args.run_dir) if args.run_dir else Path(runs_root) / args.run_id
     init = initial_policy(cfg, Path(args.cache_dir))  # the tiny policy and the warm start, built if missing
     summary = train(cfg, run_dir, init, resume=not args.no_resume)
     print(json.dumps(summary, indent=2))
@@ -90,7 +110,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 def _add_train(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train one run declared in params.yaml",
-                       parents=_with("params", "set", "cache", "threads"))
+                       parents=_with("params", "set", "cache", "threads", "realization"))
     p.add_argument("run_id", help="a key of params.yaml's `runs` mapping")
     p.add_argument("--run-dir", default=None, help="output directory (default: data/runs/<RUN_ID>)")
     p.add_argument("--no-resume", action="store_true", help="start over even if a checkpoint exists")
@@ -100,8 +120,9 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
 def _cmd_train_runs(args: argparse.Namespace) -> int:
     from ragen2.repro.runqueue import train_runs
 
+    overrides, runs_root = _overrides(args)
     failed = train_runs(args.run_ids, params=args.params, workers=args.workers, threads=args.threads,
-                        cache_dir=args.cache_dir)
+                        cache_dir=args.cache_dir, runs_root=runs_root, overrides=overrides)
     if failed:
         print(f"{len(failed)} run(s) failed: {' '.join(failed)}", file=sys.stderr)
         return 1
@@ -110,7 +131,7 @@ def _cmd_train_runs(args: argparse.Namespace) -> int:
 
 def _add_train_runs(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train-runs", help="train several runs of params.yaml on worker processes, dearest first",
-                       parents=_with("params", "cache"))
+                       parents=_with("params", "set", "cache", "realization"))
     p.add_argument("run_ids", nargs="+", help="keys of params.yaml's `runs` mapping (into data/runs/<RUN_ID>)")
     p.add_argument("--workers", type=int, default=2, help="worker processes (default: 2)")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads per worker (default: 1)")
@@ -199,7 +220,7 @@ def _cmd_warmstart(args: argparse.Namespace) -> int:
     from ragen2.warmstart import initial_policy
 
     _set_threads(args.threads)
-    cfg = load_config(args.run_id, params_path=args.params, overrides=args.set)
+    cfg = load_config(args.run_id, params_path=args.params, overrides=_overrides(args)[0])
     path = Path(initial_policy(cfg, Path(args.cache_dir)))
     if cfg.warm_start.steps == 0 and args.expect:  # no warm start: a marker naming the base policy
         marker = Path(args.expect)
@@ -215,7 +236,7 @@ def _cmd_warmstart(args: argparse.Namespace) -> int:
 
 def _add_warmstart(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("warmstart", help="build (or find) the warm start a run starts from",
-                       parents=_with("params", "set", "cache", "threads"))
+                       parents=_with("params", "set", "cache", "threads", "realization"))
     p.add_argument("run_id", help="a key of params.yaml's `runs` mapping")
     p.add_argument("--expect", default=None, metavar="PATH", help="fail unless the warm start lands here")
     p.set_defaults(func=_cmd_warmstart)
@@ -287,6 +308,14 @@ def _add_gains(sub: argparse._SubParsersAction) -> None:
 def _cmd_claims(args: argparse.Namespace) -> int:
     from ragen2.repro.claims import merge_claims
 
+    if args.realization_dir:
+        from ragen2.repro.realization import merge_with_realization
+
+        claims_path, check_path, claims = merge_with_realization(args.dir, args.realization_dir)
+        fragile = [c.claim for c in claims if c.evidence.startswith(("fragile", "unchecked"))]
+        print(f"wrote {claims_path} and {check_path}: {len(claims)} claims"
+              + (f"; fragile or unchecked: {', '.join(fragile)}" if fragile else "; every verdict holds"))
+        return 0
     merged = merge_claims(args.dir)
     print(f"wrote {merged.path}: {len(merged.rows)} claims from sections {', '.join(merged.sections)}"
           + (f"; untested: {', '.join(merged.missing)}" if merged.missing else ""))
@@ -296,12 +325,21 @@ def _cmd_claims(args: argparse.Namespace) -> int:
 def _add_claims(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("claims", help="merge paper_figures/claims_<section>.csv into claims.csv")
     p.add_argument("--dir", default="paper_figures", help="folder of the section files (default: paper_figures)")
+    p.add_argument("--realization-dir", default=None, metavar="DIR",
+                   help="the second realization's notebook folders (DIR/<notebook>/claims_*.csv): claims.csv keeps "
+                        "a verdict only where both realizations give it, and realization_check.csv compares them")
     p.set_defaults(func=_cmd_claims)
 
 
-def stale_train_stages(status: dict) -> list[str]:
-    """Run ids of the ``train@<run id>`` entries of ``dvc status --json`` output, in its order."""
-    return [name.split("@", 1)[1] for name in status if name.startswith("train@")]
+def stale_train_stages(status: dict, stage: str = "train") -> list[str]:
+    """Run ids of the ``<stage>@<run id>`` entries of ``dvc status --json`` output, in its order."""
+    return [name.split("@", 1)[1] for name in status if name.startswith(f"{stage}@")]
+
+
+def _train_stage(args: argparse.Namespace) -> str:
+    from ragen2.repro.realization import TRAIN_STAGE
+
+    return TRAIN_STAGE if args.realization else "train"
 
 
 def _cmd_stale_runs(args: argparse.Namespace) -> int:
@@ -313,7 +351,7 @@ def _cmd_stale_runs(args: argparse.Namespace) -> int:
         return proc.returncode
     status = json.loads(proc.stdout or "{}")
     order = {rid: i for i, rid in enumerate(_params_run_ids(args.params))}
-    for rid in sorted(stale_train_stages(status), key=lambda r: order.get(r, len(order))):
+    for rid in sorted(stale_train_stages(status, _train_stage(args)), key=lambda r: order.get(r, len(order))):
         print(rid)
     return 0
 
@@ -326,7 +364,7 @@ def _params_run_ids(params: str) -> list[str]:
 
 def _add_stale_runs(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("stale-runs", help="run ids whose DVC train stage is not up to date (params.yaml order)",
-                       parents=_with("params"))
+                       parents=_with("params", "realization"))
     p.add_argument("--dvc", default="dvc", help="the dvc executable (default: dvc on PATH)")
     p.set_defaults(func=_cmd_stale_runs)
 
@@ -334,13 +372,15 @@ def _add_stale_runs(sub: argparse._SubParsersAction) -> None:
 def _cmd_commit_runs(args: argparse.Namespace) -> int:
     from ragen2.repro.dvcstages import commit_stages
 
-    done = commit_stages([f"train@{rid}" for rid in args.run_ids])
-    print(f"recorded {len(done)} train stage(s) in dvc.lock")
+    stage = _train_stage(args)
+    done = commit_stages([f"{stage}@{rid}" for rid in args.run_ids])
+    print(f"recorded {len(done)} {stage} stage(s) in dvc.lock")
     return 0
 
 
 def _add_commit_runs(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("commit-runs", help="record trained runs in dvc.lock (dvc commit -f, one lock write)")
+    p = sub.add_parser("commit-runs", help="record trained runs in dvc.lock (dvc commit -f, one lock write)",
+                       parents=_with("realization"))
     p.add_argument("run_ids", nargs="+", help="run ids of params.yaml whose train stage to record")
     p.set_defaults(func=_cmd_commit_runs)
 

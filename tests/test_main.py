@@ -28,6 +28,8 @@ def _params(tmp_path):
     (["train", "a", "--set", "rollout.group_size=1"], "rollout.group_size=1: must be >= 2"),
     (["train", "a", "--set", "trainer.steps=ten"], "trainer.steps: expected an int, got 'ten'"),
     (["warmstart", "a", "--set", "warm_start.nope=1"], "unknown key 'warm_start.nope'"),
+    (["train", "a", "--realization"], "pipeline.realization=None"),
+    (["train-runs", "a", "--realization"], "pipeline.realization=None"),
 ])
 def test_bad_input_is_one_line_naming_the_key_and_exit_status_2(tmp_path, capsys, argv, named):
     argv = argv + ["--params", _params(tmp_path)]
@@ -84,6 +86,9 @@ def test_stale_runs_are_the_train_stages_of_dvc_status():
               "warmstart@abc": [], "train@frozenlake__ppo__none__main__s0": [], "nb_03_main_results": []}
     assert stale_train_stages(status) == ["frozenlake__grpo__none__main__s1", "frozenlake__ppo__none__main__s0"]
     assert stale_train_stages({}) == []
+    status["train_realization@frozenlake__ppo__none__main__s3"] = []
+    assert stale_train_stages(status, "train_realization") == ["frozenlake__ppo__none__main__s3"]
+    assert stale_train_stages(status) == ["frozenlake__grpo__none__main__s1", "frozenlake__ppo__none__main__s0"]
 
 
 def test_the_library_raises_config_errors_the_cli_turns_into_one_line(tmp_path):

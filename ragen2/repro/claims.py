@@ -139,6 +139,40 @@ def read_claims(path: str | Path) -> list[Claim]:
     return out
 
 
+def merged_rows(files: Iterable[str | Path]) -> tuple[list[Claim], tuple[str, ...]]:
+    """The claims of several ``claims_<section>.csv`` files merged (C1..C7 order) and the sections read.
+
+    A claim tested by several sections must get the same verdict from each; its evidence strings are joined as
+    ``[sec_a] ... | [sec_b] ...`` (in the order of ``files``).
+
+    Raises:
+        ClaimsConflictError: one claim with different verdicts (names the sections and verdicts).
+        ValueError: a malformed section file.
+    """
+    by_claim: dict[str, list[tuple[str, Claim]]] = {}
+    sections = []
+    for f in files:
+        section = Path(f).stem.removeprefix("claims_")
+        sections.append(section)
+        for c in read_claims(f):
+            by_claim.setdefault(c.claim, []).append((section, c))
+    merged = []
+    for claim_id in sorted(by_claim, key=_order):
+        entries = by_claim[claim_id]
+        verdicts = {c.verdict for _, c in entries}
+        if len(verdicts) > 1:
+            detail = ", ".join(f"{s}={c.verdict}" for s, c in entries)
+            raise ClaimsConflictError(f"claim {claim_id} has conflicting verdicts: {detail}")
+        evidence = " | ".join(f"[{s}] {c.evidence}" for s, c in entries)
+        merged.append(Claim(claim_id, entries[0][1].verdict, evidence))
+    return merged, tuple(sections)
+
+
+def write_merged(path: str | Path, rows: Iterable[Claim]) -> Path:
+    """Write merged claims (the section files' columns), atomically."""
+    return write_text_atomic(Path(path), _to_csv(rows))
+
+
 def merge_claims(out_dir: str | Path = "paper_figures", *, require_all: bool = False) -> MergedClaims:
     """Merge every ``claims_<section>.csv`` in ``out_dir`` into ``claims.csv``.
 
@@ -159,24 +193,10 @@ def merge_claims(out_dir: str | Path = "paper_figures", *, require_all: bool = F
     files = sorted(out_dir.glob("claims_*.csv"))
     if not files:
         raise FileNotFoundError(f"no claims_<section>.csv under {str(out_dir)!r}")
-    by_claim: dict[str, list[tuple[str, Claim]]] = {}
-    sections = []
-    for f in files:
-        section = f.stem.removeprefix("claims_")
-        sections.append(section)
-        for c in read_claims(f):
-            by_claim.setdefault(c.claim, []).append((section, c))
-    merged = []
-    for claim_id in sorted(by_claim, key=_order):
-        entries = by_claim[claim_id]
-        verdicts = {c.verdict for _, c in entries}
-        if len(verdicts) > 1:
-            detail = ", ".join(f"{s}={c.verdict}" for s, c in entries)
-            raise ClaimsConflictError(f"claim {claim_id} has conflicting verdicts: {detail}")
-        evidence = " | ".join(f"[{s}] {c.evidence}" for s, c in entries)
-        merged.append(Claim(claim_id, entries[0][1].verdict, evidence))
-    missing = tuple(c for c in CLAIM_IDS if c not in by_claim)
+    merged, sections = merged_rows(files)
+    tested = {c.claim for c in merged}
+    missing = tuple(c for c in CLAIM_IDS if c not in tested)
     if missing and require_all:
         raise ValueError(f"claims not tested by any section: {', '.join(missing)}")
-    path = write_text_atomic(out_dir / "claims.csv", _to_csv(merged))
-    return MergedClaims(path=path, rows=tuple(merged), missing=missing, sections=tuple(sections))
+    path = write_merged(out_dir / "claims.csv", merged)
+    return MergedClaims(path=path, rows=tuple(merged), missing=missing, sections=sections)

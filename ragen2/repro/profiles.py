@@ -111,6 +111,8 @@ data stage, the eight notebooks and the claims stage take 9.5 minutes from a fre
 17 prompt tables: 4.3 min)."""
 WORKERS = 2
 """Parallel training processes (one per core)."""
+NO_CLAIM_NOTEBOOKS = ("01_template_collapse",)
+"""Notebooks that decide no claim: the realization check does not re-run them."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -179,6 +181,21 @@ class Profile:
             out.setdefault(key, {"run": rid, "path": path})
         return dict(sorted(out.items()))
 
+    def realization(self) -> dict[str, Any]:
+        """``pipeline.realization``: the second realization's warm starts and runs (:mod:`ragen2.repro.realization`)
+        and the notebooks re-run on them (those that decide a claim)."""
+        from ragen2.config import apply_overrides
+        from ragen2.repro.notebook_stages import NOTEBOOK_STUDIES, parameters_key
+        from ragen2.repro.realization import OVERRIDES, pipeline_entry
+
+        train = {rid: {"warm_start": _warm_start_path(apply_overrides(self.config(rid), list(OVERRIDES)))}
+                 for rid in self.runs}
+        warm_starts: dict[str, dict[str, str]] = {}
+        for rid, entry in train.items():
+            warm_starts.setdefault(Path(entry["warm_start"]).name, {"run": rid, "path": entry["warm_start"]})
+        notebooks = {nb: {"params": parameters_key(nb)} for nb in NOTEBOOK_STUDIES if nb not in NO_CLAIM_NOTEBOOKS}
+        return pipeline_entry(dict(sorted(warm_starts.items())), train, notebooks)
+
     def params(self) -> dict[str, Any]:
         """The ``params.yaml`` content: ``base``, ``runs`` and ``pipeline``."""
         return {
@@ -189,6 +206,7 @@ class Profile:
                 "warm_starts": self.warm_starts(),
                 "train": {rid: {"warm_start": path} for rid, path in self.warm_start_keys.items()},
                 "notebooks": copy.deepcopy(self.notebooks),
+                "realization": self.realization(),
             },
         }
 

@@ -64,8 +64,9 @@ def _train_one(run_id: str, cfg: RunConfig, cache_dir: str, runs_root: str) -> t
 
 def train_runs(run_ids: Sequence[str], *, params: str | Path = "params.yaml", workers: int = 2,
                threads: int | None = 1, cache_dir: str | Path = "data/cache", runs_root: str | Path = "data/runs",
-               log: Callable[[str], None] = print) -> list[str]:
-    """Train ``run_ids`` (each into ``runs_root/<id>``) on ``workers`` processes of ``threads`` torch threads.
+               overrides: Sequence[str] = (), log: Callable[[str], None] = print) -> list[str]:
+    """Train ``run_ids`` (each into ``runs_root/<id>``) on ``workers`` processes of ``threads`` torch threads,
+    each run's params entry with ``overrides`` (``--set`` syntax) applied.
 
     Every id is checked against ``params`` before anything starts. A run that fails is reported through
     ``log`` with its traceback and the others go on.
@@ -80,7 +81,7 @@ def train_runs(run_ids: Sequence[str], *, params: str | Path = "params.yaml", wo
         raise ValueError(f"workers must be >= 1, got {workers!r}")
     if len(set(run_ids)) != len(run_ids):
         raise ValueError(f"run ids repeat: {sorted({r for r in run_ids if list(run_ids).count(r) > 1})}")
-    configs = {rid: load_config(rid, params_path=params) for rid in run_ids}
+    configs = {rid: load_config(rid, params_path=params, overrides=list(overrides)) for rid in run_ids}
     order = by_cost(configs)
     failed: list[str] = []
     # spawn, not fork: the parent may hold torch threads; the workers inherit os.environ (offline settings)

@@ -1,0 +1,113 @@
+"""Two commits' training step, side by side: ``python -m ragen2.bench.ab OLD_TREE NEW_TREE``.
+
+Each tree (a checkout of the repository: ``git worktree add /tmp/old <commit>``) trains the same run of its
+own ``params.yaml`` for ``--steps`` steps in a fresh process with one torch thread, from the same warm start
+(one ``--cache-dir`` for both; the warm start is built once, before any timing, if missing). A repetition runs
+every tree once, the order alternating between repetitions, so a change in the machine's load falls on both.
+The figure per tree is the run's own timer (``summary.json``'s ``total_elapsed``, step-0 validation, MI
+diagnostics, validation, logging and checkpoints included) over its steps: what the pipeline pays a step. The
+speedup is old over new per repetition; the report gives its median, min and max and the phases' medians.
+
+The trees must share the run-directory contract (``ragen2.config.load_config``, ``ragen2.warmstart.initial_policy``
+and ``ragen2.trainer.loop.train(cfg, run_dir, init_policy, resume=..., progress=...)``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+PHASES = ("rollout", "update", "diagnostics", "validation")
+CHILD = """
+import json, sys, time
+from pathlib import Path
+import torch
+torch.set_num_threads(1)
+import transformers
+transformers.logging.set_verbosity_error()
+import dvclive  # imported before the timer, as in a pipeline worker
+from ragen2.config import load_config
+from ragen2.trainer.loop import train
+from ragen2.warmstart import initial_policy
+run_id, steps, out, cache, build_only = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4]), sys.argv[5] == "1"
+cfg = load_config(run_id, params_path="params.yaml", overrides=[f"trainer.steps={steps}", f"trainer.save_freq={steps}"])
+init = initial_policy(cfg, cache)
+if build_only:
+    print(json.dumps({"init": str(init)}))
+    sys.exit(0)
+summary = train(cfg, out, init, resume=False, progress=False)
+rows = [json.loads(line) for line in open(out / "metrics.jsonl")]
+rows = [r for r in rows if r["step"] >= 1]
+phases = {k: sum(r.get(f"timing_s/{k}", 0.0) for r in rows) / len(rows) for k in %r}
+print(json.dumps({"per_step": summary["timings_s"]["total_elapsed"] / len(rows), "steps": len(rows), **phases}))
+""" % (PHASES,)
+
+
+def run_tree(tree: Path, run_id: str, steps: int, out: Path, cache: Path, build_only: bool = False) -> dict:
+    """One training process in ``tree``; its JSON report."""
+    env = dict(os.environ, PYTHONPATH=str(tree), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+               TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, "-c", CHILD, run_id, str(steps), str(out), str(cache),
+                           "1" if build_only else "0"], cwd=tree, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{tree}: training failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def compare(old: Path, new: Path, run_id: str, steps: int, reps: int, cache: Path) -> dict:
+    """Interleaved repetitions of both trees; per-tree medians and the old/new speedup."""
+    for tree in (old, new):
+        run_tree(tree, run_id, steps, Path(tempfile.mkdtemp()), cache, build_only=True)
+    results: dict[str, list[dict]] = {"old": [], "new": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for rep in range(reps):
+            order = (("old", old), ("new", new)) if rep % 2 == 0 else (("new", new), ("old", old))
+            for name, tree in order:
+                load = os.getloadavg()[0]
+                r = run_tree(tree, run_id, steps, Path(tmp) / f"{name}{rep}", cache)
+                r["load"] = load
+                results[name].append(r)
+                print(f"rep {rep} {name}: {r['per_step']:.3f} s/step (load {load:.2f})", file=sys.stderr, flush=True)
+    ratios = [o["per_step"] / n["per_step"] for o, n in zip(results["old"], results["new"])]
+    summary = {name: {"per_step_median": statistics.median(r["per_step"] for r in rs),
+                      "per_step_min": min(r["per_step"] for r in rs), "per_step_max": max(r["per_step"] for r in rs),
+                      **{k: statistics.median(r[k] for r in rs) for k in PHASES}}
+               for name, rs in results.items()}
+    return {"run": run_id, "steps": steps, "reps": reps, "old": str(old), "new": str(new), "summary": summary,
+            "speedup": {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)},
+            "runs": results}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m ragen2.bench.ab", description=__doc__.split("\n")[0])
+    p.add_argument("old", type=Path, help="the baseline tree (a checkout of the older commit)")
+    p.add_argument("new", type=Path, help="the candidate tree")
+    p.add_argument("--run", action="append", required=True, help="run id of both params.yaml (repeatable)")
+    p.add_argument("--steps", type=int, default=30, help="RL steps per run (default: 30, the CPU profile's)")
+    p.add_argument("--reps", type=int, default=3, help="repetitions per tree (default: 3)")
+    p.add_argument("--cache-dir", type=Path, default=Path("data/cache/bench-ab"), help="the shared warm-start cache")
+    p.add_argument("--out", type=Path, default=None, help="also write the JSON report here")
+    args = p.parse_args(argv)
+    if args.steps < 1 or args.reps < 1:
+        raise SystemExit(f"--steps={args.steps}, --reps={args.reps}: both must be >= 1")
+    report = {rid: compare(args.old.resolve(), args.new.resolve(), rid, args.steps, args.reps,
+                           args.cache_dir.resolve()) for rid in args.run}
+    text = json.dumps(report, indent=1)
+    if args.out:
+        args.out.write_text(text + "\n")
+    for rid, r in report.items():
+        s = r["speedup"]
+        print(f"{rid}: old {r['summary']['old']['per_step_median']:.3f} s/step, new "
+              f"{r['summary']['new']['per_step_median']:.3f} s/step, speedup {s['median']:.2f} "
+              f"({s['min']:.2f}-{s['max']:.2f})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
