@@ -22,7 +22,7 @@ export TRL_EXPERIMENTAL_SILENCE := 1
 export TOKENIZERS_PARALLELISM := false
 export MPLBACKEND := Agg
 
-.PHONY: setup test test-slow test-browser repro lint bench clean-venv params smoke lock
+.PHONY: setup test test-slow test-browser repro lint bench clean-venv params smoke dry-run-paper lock
 
 setup: $(VENV)/.installed
 
@@ -89,6 +89,16 @@ smoke: setup
 	  PATH="$(abspath $(VENV))/bin:$$PATH" dvc init --no-scm -q && \
 	  time PATH="$(abspath $(VENV))/bin:$$PATH" dvc repro claims nb_01_template_collapse
 	@echo "smoke pipeline done: $(SMOKE_DIR)/paper_figures"
+
+# The paper profile's whole pipeline as a dry run (ragen2/repro/dry_run.py, docs/paper_profile.md): its run grid,
+# cut to 37 runs of 2 steps, with a tiny random Qwen2 (taught the format by a short SFT) in place of
+# Qwen2.5-3B, HF rollouts on the CPU, in a scratch copy like `make smoke`; every notebook through papermill.
+DRY_RUN_DIR ?= /tmp/ragen2-dry-run-paper
+dry-run-paper: setup
+	rm -rf $(DRY_RUN_DIR)
+	time PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m ragen2.repro.dry_run run --copy-from . --root $(DRY_RUN_DIR) \
+	  --workers $(WORKERS)
+	@echo "paper dry run done: $(DRY_RUN_DIR)/paper_figures"
 
 lint: setup
 	$(VENV)/bin/ruff check ragen2 tests

@@ -32,6 +32,30 @@ NOTEBOOK_STUDIES = {
     "08_interventions": ("main", "ent", "kl", "toppsweep"),
 }
 """Notebook (file stem in ``notebooks/``) -> the studies whose runs it loads (a test reads the notebooks' calls)."""
+NOTEBOOK_CLAIMS = {
+    "02_snr_mechanism": "C4",
+    "03_main_results": "C1",
+    "04_rv_quartiles": "C3",
+    "05_stochasticity": "C5",
+    "06_diagnostics": "C2",
+    "07_training_dynamics": "C6",
+    "08_interventions": "C7",
+}
+"""Notebook -> the claim it tests and writes to ``claims_<parameters key>.csv`` (notebook 01 tests none)."""
+RUN_ARTIFACTS = {
+    "01_template_collapse": ("fig_four_regimes_checkpoints",),
+    "02_snr_mechanism": ("table_grad_buckets", "fig_grad_decomposition"),
+    "03_main_results": ("table_main", "table_main_vs_paper", "table_warm_starts", "table_learning",
+                        "table_learning_train_batches", "fig_success_curves", "fig_output_length"),
+    "04_rv_quartiles": ("table_rv_quartiles", "fig_rv_quartiles"),
+    "05_stochasticity": ("table_stochasticity", "fig_stochasticity"),
+    "06_diagnostics": ("table_correlations", "fig_metric_correlations", "fig_mi_vs_success", "fig_entropy_vs_success"),
+    "07_training_dynamics": ("fig_training_dynamics", "fig_mi_dynamics", "fig_reward_heatmaps"),
+    "08_interventions": ("table_sweeps", "fig_intervention_sweeps"),
+}
+"""Notebook -> the figures (``fig_*``) and tables (``table_*``) it draws from runs, all after its study check
+(:func:`ragen2.repro.missing.skip_without_studies`): where a study is missing they become placeholders, so
+that every output its DVC stage declares exists (a test compares them with the notebooks' ``save_*`` calls)."""
 
 
 def parameters_key(notebook: str) -> str:

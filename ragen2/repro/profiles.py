@@ -53,8 +53,14 @@ tokens, a 100-step warm start on 128 episodes: the least after which the tiny po
 ``<think>`` tags, so the MI metrics exist), so every notebook executes. Its numbers mean nothing.
 
 **paper**: ``Qwen/Qwen2.5-3B``, no warm start, 400 steps, 8 x 16, vLLM rollouts, the paper's
-hyper-parameters (docs/method.md §6.4 and §7.1-§7.3): Sokoban and FrozenLake x PPO/GRPO/DAPO/Dr. GRPO (+ top-k),
-all seven slip rates, the full entropy / KL / top-p sweeps on Sokoban, 1 seed per cell (GPU only).
+hyper-parameters (docs/method.md §6.4 and §7.1-§7.4), bf16 autocast over float32 master weights with
+activation checkpointing: the main table's Sokoban, FrozenLake, MetaMathQA and Countdown x PPO/GRPO/DAPO/Dr. GRPO
+x {no filter, Top-p} (+ Top-k with PPO), the success curves' SearchQA (PPO), WebShop and DeepCoder (GRPO) x
+{no filter, Top-p, Top-k} on 16 x 8 with linear Top-p, all seven slip rates, the full entropy / KL / top-p
+sweeps on Sokoban, 1 seed per cell; and the collapse-mechanism study of the other profiles (FrozenLake GRPO,
+entropy bonus on reasoning tokens), which the paper does not have, with 4 paired seeds and a 4-seed
+entropy-0 control, so that notebooks 01, 02, 06 and 07 have their runs (GPU only).
+:mod:`ragen2.repro.dry_run` runs this grid's pipeline on a CPU with a tiny policy.
 """
 
 from __future__ import annotations
@@ -74,6 +80,11 @@ PROFILE_NAMES = ("cpu", "smoke", "paper")
 ALGOS = ("ppo", "grpo", "dapo", "dr_grpo")
 SLIPS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 """Slip rates of the stochasticity sweep (C5); FrozenLake's ``success_rate`` is ``1 - slip``."""
+PAPER_MAIN_ENVS = ("sokoban", "frozenlake", "metamathqa", "countdown")
+"""The columns of the paper's main table (docs/method.md §7.1)."""
+PAPER_CURVE_ENVS = (("searchqa", "ppo"), ("webshop", "grpo"), ("deepcoder", "grpo"))
+"""The paper's success-curve environments beyond the main table, with their algorithm: GRPO for WebShop and
+DeepCoder (docs/method.md §7.4); §7.4 names none for SearchQA, so it gets PPO, the main table's baseline."""
 STUDIES = ("main", "mech", "slip", "ent", "kl", "toppsweep")
 """Study tags in run ids (``slip``, ``ent``, ``kl`` carry their value: ``slip0p05``, ``ent0p01``)."""
 FROZENLAKE_BASE_SUCCESS_RATE = 0.98
@@ -137,7 +148,9 @@ class Sizes:
     aux_steps: int
     """RL steps of the slip and sweep studies."""
     aux_algo: str
-    """Algorithm of the mechanism, slip and sweep studies."""
+    """Algorithm of the slip and sweep studies."""
+    mech_algo: str
+    """Algorithm of the mechanism study (on FrozenLake)."""
     main_include_zero: bool
     """``filter.include_zero`` of the main study's Top-p runs (the paper's main table: True, softmax mode)."""
     reuse_main: bool
@@ -151,6 +164,9 @@ class Sizes:
     kl_values: tuple[float, ...]
     topp_values: tuple[float, ...]
     sweep_seeds: int
+    curve_envs: tuple[tuple[str, str], ...] = ()
+    """``(env, algorithm)`` pairs added to the main study with no filter, Top-p and Top-k: the environments of
+    the paper's success curves that are not in its main table (docs/method.md §7.4)."""
 
 
 @dataclass(frozen=True)
@@ -166,6 +182,8 @@ class Profile:
     """Notebook key -> papermill parameters (literals)."""
     warm_start_keys: dict[str, str] = field(default_factory=dict)
     """Run id -> the warm-start directory the run starts from (filled by :func:`build`)."""
+    written_by: str | None = None
+    """The command the params.yaml header names (None: ``python -m ragen2 profile <name> --write params.yaml``)."""
 
     def config(self, rid: str) -> RunConfig:
         """The strict RunConfig of one run (``base`` merged with its overrides)."""
@@ -211,7 +229,8 @@ class Profile:
         }
 
     def yaml(self) -> str:
-        header = (f"# ragen2 parameters, written by `python -m ragen2 profile {self.name} --write params.yaml`;"
+        command = self.written_by or f"python -m ragen2 profile {self.name} --write params.yaml"
+        header = (f"# ragen2 parameters, written by `{command}`;"
                   " edit ragen2/repro/profiles.py, not this file.\n"
                   "# base: a complete ragen2.config.RunConfig (1:1); runs: run id -> overrides of base;\n"
                   "# pipeline: DVC/notebook metadata that is not part of any RunConfig.\n")
@@ -257,16 +276,24 @@ def _smoke_base() -> dict[str, Any]:
 
 
 def _paper_base() -> dict[str, Any]:
-    """The defaults of docs/method.md §6.4 with the main-table overrides of §7.1 (Qwen2.5-3B base model, 400 steps)."""
+    """The defaults of docs/method.md §6.4 with the main-table overrides of §7.1 (Qwen2.5-3B base model, 400 steps).
+
+    Memory (docs/paper_profile.md, "What fits one 141 GB GPU"): bf16 autocast over float32 master weights,
+    activation checkpointing, the vLLM engine at 0.2 of the GPU, and PPO's micro-batches (1 row per update
+    forward, 2 per no-gradient forward: the actor and critic do not fit at 2 / 4); the GRPO family gets 2 / 4
+    per run (:data:`PAPER_ALGO_SETTINGS`).
+    """
     overrides = {
         "env": {"name": "frozenlake", "kwargs": {"success_rate": 0.98}},
         "policy": {"name_or_path": "Qwen/Qwen2.5-3B", "dtype": "bfloat16", "device": "cuda"},
         "warm_start": {"steps": 0},
         "rollout": {"env_groups": 8, "group_size": 16, "max_new_tokens": 400, "max_context_tokens": 3600,
-                    "val_groups": 512, "val_temperature": 0.5, "backend": "vllm"},
+                    "val_groups": 512, "val_temperature": 0.5, "backend": "vllm",
+                    "vllm_gpu_memory_utilization": 0.2},
         "trainer": {"algo": "ppo", "steps": 400, "actor_lr": 1e-6, "critic_lr": 1e-5, "mini_batch_size": 32,
-                    "micro_batch_size": 4, "entropy_coef": 0.001, "kl_coef": 0.0, "kl_type": "k1", "test_freq": 10,
-                    "save_freq": 100},
+                    "micro_batch_size": 1, "logprob_micro_batch_size": 2, "precision": "bf16",
+                    "gradient_checkpointing": True, "entropy_coef": 0.001, "kl_coef": 0.0, "kl_type": "k1",
+                    "test_freq": 10, "save_freq": 100},
         "filter": {"strategy": "top_p", "value": 1.0, "top_p_mode": "softmax", "include_zero": True,
                    "loss_scaling": "none"},
         "collapse": {"compute_freq": 10, "num_samples": 64},
@@ -275,23 +302,41 @@ def _paper_base() -> dict[str, Any]:
     return deep_merge(to_dict(RunConfig()), overrides)
 
 
+PAPER_ALGO_SETTINGS: dict[str, dict[str, Any]] = {
+    algo: {"trainer": {"micro_batch_size": 2, "logprob_micro_batch_size": 4}} for algo in ("grpo", "dapo", "dr_grpo")
+}
+"""Per-algorithm overrides of the paper profile's runs: the GRPO family (no critic) fits micro-batches of 2 / 4
+(about 103 GB with vLLM at 0.2 of a 141 GB GPU; docs/paper_profile.md)."""
+PAPER_ENV_SETTINGS: dict[str, dict[str, Any]] = {
+    env: {"rollout": {"env_groups": 16, "group_size": 8}, "filter": {"top_p_mode": "linear"}}
+    for env in ("searchqa", "webshop", "deepcoder")
+}
+"""Per-environment overrides of the paper profile's runs: the reference trains SearchQA, WebShop and DeepCoder
+on 16 groups x 8 rollouts with linear top-p (docs/method.md §7.4)."""
+PROFILE_SETTINGS: dict[str, tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]] = {
+    "cpu": ({}, {}), "smoke": ({}, {}), "paper": (PAPER_ALGO_SETTINGS, PAPER_ENV_SETTINGS)}
+"""Profile -> (per-algorithm, per-environment) overrides merged into each of its runs (after the study's own)."""
+
+
 SIZES = {
     # CPU: fits ~60 min on 2 cores at the measured s/step (see the module docstring for what was cut)
     "cpu": Sizes(steps=30, main_envs=("frozenlake",), main_algos=ALGOS, main_seeds=4, topk=False,
-                 mech_steps=40, mech_seeds=8, control_seeds=0, aux_steps=30, aux_algo="grpo",
+                 mech_steps=40, mech_seeds=8, control_seeds=0, aux_steps=30, aux_algo="grpo", mech_algo="grpo",
                  main_include_zero=False, reuse_main=True, slips=(0.0, 0.02, 0.2, 1.0), slip_seeds=4,
                  sweep_env="frozenlake", ent_values=(0.0, 0.05), kl_values=(0.01, 0.1), topp_values=(0.6,),
                  sweep_seeds=2),
     "smoke": Sizes(steps=2, main_envs=("frozenlake",), main_algos=("ppo", "grpo"), main_seeds=2, topk=True,
-                   mech_steps=2, mech_seeds=2, control_seeds=1, aux_steps=2, aux_algo="grpo",
+                   mech_steps=2, mech_seeds=2, control_seeds=1, aux_steps=2, aux_algo="grpo", mech_algo="grpo",
                    main_include_zero=False, reuse_main=True, slips=(0.02, 0.5), slip_seeds=1,
                    sweep_env="frozenlake", ent_values=(0.0,), kl_values=(0.01,), topp_values=(0.6,), sweep_seeds=1),
-    "paper": Sizes(steps=400, main_envs=("sokoban", "frozenlake"), main_algos=ALGOS, main_seeds=1, topk=True,
-                   mech_steps=400, mech_seeds=1, control_seeds=1, aux_steps=400, aux_algo="ppo",
+    # paper: the reference's grid, one seed per cell (docs/method.md §7.1-§7.4); the mechanism study is ours
+    # (the paper has none): 4 paired seeds with the reasoning entropy bonus and 4 without, as its control
+    "paper": Sizes(steps=400, main_envs=PAPER_MAIN_ENVS, main_algos=ALGOS, main_seeds=1, topk=True,
+                   mech_steps=400, mech_seeds=4, control_seeds=4, aux_steps=400, aux_algo="ppo", mech_algo="grpo",
                    main_include_zero=True, reuse_main=False, slips=SLIPS, slip_seeds=1,
                    sweep_env="sokoban", ent_values=(0.0, 0.001, 0.003, 0.01, 0.03, 0.1),
                    kl_values=(0.001, 0.003, 0.01, 0.03, 0.1), topp_values=(1.0, 0.98, 0.95, 0.9, 0.8, 0.6, 0.4),
-                   sweep_seeds=1),
+                   sweep_seeds=1, curve_envs=PAPER_CURVE_ENVS),
 }
 
 
@@ -309,8 +354,12 @@ def _filter_label(filt: dict[str, Any]) -> str:
     return filter_tag(filt["strategy"], filt["value"])
 
 
-def _grid(sizes: Sizes, paper: bool) -> dict[str, dict[str, Any]]:
+def _grid(sizes: Sizes, algo_settings: dict[str, dict[str, Any]] | None = None,
+          env_settings: dict[str, dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
+    """Run id -> overrides of the base; ``algo_settings`` / ``env_settings`` (:data:`PROFILE_SETTINGS`) are merged
+    into every run of that algorithm / environment after the study's own overrides."""
     runs: dict[str, dict[str, Any]] = {}
+    algo_settings, env_settings = algo_settings or {}, env_settings or {}
 
     def add(env: str, algo: str, filt: dict[str, Any], study: str, seeds: int, extra: dict[str, Any]) -> None:
         env_part = {"name": env} if env == "frozenlake" else {"name": env, "kwargs": {}}
@@ -318,6 +367,7 @@ def _grid(sizes: Sizes, paper: bool) -> dict[str, dict[str, Any]]:
             rid = run_id(env, algo, _filter_label(filt), study, seed)
             over = deep_merge({"seed": seed, "env": env_part, "trainer": {"algo": algo}, "filter": dict(filt)},
                               extra)
+            over = deep_merge(deep_merge(over, algo_settings.get(algo, {})), env_settings.get(env, {}))
             if rid in runs:
                 raise ValueError(f"run id {rid!r} is defined twice")
             runs[rid] = over
@@ -331,17 +381,21 @@ def _grid(sizes: Sizes, paper: bool) -> dict[str, dict[str, Any]]:
                 add(env, algo, filt, "main", sizes.main_seeds, grad)
         if sizes.topk:
             add(env, "ppo", TOP_K, "main", sizes.main_seeds, {"grad_analysis": {"enabled": True}})
+    # the success curves' other environments: no filter, Top-p and Top-k (their filter mode: env_settings)
+    for env, algo in sizes.curve_envs:
+        grad = {"grad_analysis": {"enabled": algo in ("ppo", "grpo")}}
+        for filt in (NO_FILTER, top_p_main, TOP_K):
+            add(env, algo, filt, "main", sizes.main_seeds, grad)
 
     # collapse mechanism: entropy bonus on reasoning tokens, no KL, paired seeds
-    if not paper:
-        for coef, seeds in ((0.02, sizes.mech_seeds), (0.0, sizes.control_seeds)):
-            # the mid-run checkpoint is kept for notebook 07's early / mid / late prompt-level heatmaps
-            half = max(sizes.mech_steps // 2, 1)
-            extra = {"trainer": {"entropy_coef": coef, "entropy_scope": "reasoning", "kl_coef": 0.0,
-                                 "steps": sizes.mech_steps, "save_freq": half, "keep_every": half},
-                     "grad_analysis": {"enabled": coef > 0}}
-            for filt in (NO_FILTER, top_p_main):
-                add("frozenlake", sizes.aux_algo, filt, f"mech{fmt_value(coef)}", seeds, extra)
+    for coef, seeds in ((0.02, sizes.mech_seeds), (0.0, sizes.control_seeds)):
+        # the mid-run checkpoint is kept for notebook 07's early / mid / late prompt-level heatmaps
+        half = max(sizes.mech_steps // 2, 1)
+        extra = {"trainer": {"entropy_coef": coef, "entropy_scope": "reasoning", "kl_coef": 0.0,
+                             "steps": sizes.mech_steps, "save_freq": half, "keep_every": half},
+                 "grad_analysis": {"enabled": coef > 0}}
+        for filt in (NO_FILTER, top_p_main):
+            add("frozenlake", sizes.mech_algo, filt, f"mech{fmt_value(coef)}", seeds, extra)
 
     # stochasticity sweep (C5): FrozenLake slip; every slip rate starts from the same warm start
     base_slip = None
@@ -420,18 +474,45 @@ def _warm_start_path(cfg: RunConfig) -> str:
     return f"{root}/{warm_start_key(cfg)}"
 
 
-def build(name: str) -> Profile:
-    """The profile ``cpu``, ``smoke`` or ``paper`` (every run's config is checked strictly)."""
+def base_config(name: str) -> dict[str, Any]:
+    """The base config of profile ``name`` as a dict (its ``trainer.steps`` before :func:`build` sets it)."""
     if name not in PROFILE_NAMES:
         raise ValueError(f"unknown profile {name!r}; known: {', '.join(PROFILE_NAMES)}")
-    base = {"cpu": _cpu_base, "smoke": _smoke_base, "paper": _paper_base}[name]()
+    return {"cpu": _cpu_base, "smoke": _smoke_base, "paper": _paper_base}[name]()
+
+
+def profile_run_ids(name: str) -> list[str]:
+    """The run ids of profile ``name``, without building their configs (what :func:`build` would define)."""
+    if name not in PROFILE_NAMES:
+        raise ValueError(f"unknown profile {name!r}; known: {', '.join(PROFILE_NAMES)}")
+    return list(_grid(SIZES[name], *PROFILE_SETTINGS[name]))
+
+
+def build(name: str) -> Profile:
+    """The profile ``cpu``, ``smoke`` or ``paper`` (every run's config is checked strictly)."""
+    return assemble(name, base_config(name), SIZES[name], *PROFILE_SETTINGS[name], smoke=name == "smoke")
+
+
+def assemble(name: str, base: dict[str, Any], sizes: Sizes, algo_settings: dict[str, dict[str, Any]] | None = None,
+             env_settings: dict[str, dict[str, Any]] | None = None, *, smoke: bool = False,
+             run_overrides: dict[str, Any] | None = None, written_by: str | None = None) -> Profile:
+    """A profile from its base config, study sizes and per-algorithm / per-environment settings (:func:`_grid`).
+
+    ``run_overrides`` are merged into every run last (a derived profile that must win over the per-run settings,
+    such as :mod:`ragen2.repro.dry_run`'s tiny rollouts); ``smoke`` sets the notebooks' smoke parameters;
+    ``written_by`` replaces the command named in the params.yaml header.
+    """
     from_dict(RunConfig, base)  # strict check of the base
-    sizes = SIZES[name]
+    base = copy.deepcopy(base)
     base["trainer"]["steps"] = sizes.steps
-    runs = _with_overrides_minimal(base, _grid(sizes, paper=name == "paper"))
-    profile = Profile(name=name, base=base, runs=runs, notebooks=_notebooks(name == "smoke"))
+    grid = _grid(sizes, algo_settings, env_settings)
+    if run_overrides:
+        grid = {rid: deep_merge(over, run_overrides) for rid, over in grid.items()}
+    runs = _with_overrides_minimal(base, grid)
+    profile = Profile(name=name, base=base, runs=runs, notebooks=_notebooks(smoke), written_by=written_by)
     keys = {rid: _warm_start_path(profile.config(rid)) for rid in runs}
-    return Profile(name=name, base=base, runs=runs, notebooks=profile.notebooks, warm_start_keys=keys)
+    return Profile(name=name, base=base, runs=runs, notebooks=profile.notebooks, warm_start_keys=keys,
+                   written_by=written_by)
 
 
 # ---------------------------------------------------------------------------------------------

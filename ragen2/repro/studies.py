@@ -7,7 +7,8 @@ asked for, so a notebook's outputs depend on exactly the runs its DVC stage decl
 
 - Loading: :func:`study_run_dirs`, :func:`load_study` (runs and steps with ``study``, ``study_value`` and
   ``filter_tag`` columns), :func:`load_study_grad_tables`, :func:`slip_runs` (C5),
-  :func:`mechanism_arms` (C6's treated and control runs).
+  :func:`mechanism_arms` (C6's treated and control runs), :func:`curve_steps` (the runs the success curves
+  show).
 - Pairing runs across studies on equal settings (:data:`SETTING_COLUMNS`): :func:`borrowed_points` (a
   profile with ``reuse_main`` trains a shared point once, in the main study), :func:`sweep_table`,
   :func:`matched_differences`, :func:`filter_gain_units` and :func:`sweep_units` (C7's test units).
@@ -90,6 +91,19 @@ def mechanism_arms(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     if control.empty:
         control = runs[(runs["study"] == "main") & runs["algo"].isin(set(treated["algo"]))]
     return treated, control
+
+
+def curve_steps(steps: pd.DataFrame, panel: str, algo: str = "ppo") -> pd.DataFrame:
+    """The steps a success-curve figure of the main study shows.
+
+    With one panel per algorithm (one environment: the CPU profile) every step; with one panel per
+    environment, each environment's ``algo`` runs, or all of its runs where it has none (the paper profile's
+    WebShop and DeepCoder, trained with GRPO only).
+    """
+    if panel == "algo":
+        return steps
+    has_algo = set(steps.loc[steps["algo"] == algo, "env"])
+    return steps[(steps["algo"] == algo) | ~steps["env"].isin(has_algo)]
 
 
 SWEPT_COLUMNS = {"ent": "trainer.entropy_coef", "kl": "trainer.kl_coef", "toppsweep": "filter.value"}

@@ -87,6 +87,45 @@ def test_paper_profile_uses_the_papers_setup(profiles):
     assert cfg.rollout.backend == "vllm" and cfg.trainer.actor_lr == pytest.approx(1e-6)
 
 
+def test_paper_profile_covers_the_papers_grid(profiles):
+    """Main table: 4 envs x 4 algorithms x {none, Top-p} + Top-k PPO; success curves: SearchQA, WebShop, DeepCoder
+    x {none, Top-p, Top-k}; every study the notebooks read; the turns and limits of each env's defaults."""
+    from ragen2.repro.notebook_stages import NOTEBOOK_STUDIES
+    from ragen2.repro.profiles import PAPER_CURVE_ENVS, PAPER_MAIN_ENVS
+
+    paper = profiles["paper"]
+    parts = [parse_run_id(r) for r in paper.runs]
+    assert {p["study"] for p in parts} == {s for studies in NOTEBOOK_STUDIES.values() for s in studies}
+    main = {(p["env"], p["algo"], p["filter_tag"]) for p in parts if p["study"] == "main"}
+    expected = {(env, algo, tag) for env in PAPER_MAIN_ENVS for algo in ("ppo", "grpo", "dapo", "dr_grpo")
+                for tag in ("none", "topp0p9")}
+    expected |= {(env, "ppo", "topk0p25") for env in PAPER_MAIN_ENVS}
+    expected |= {(env, algo, tag) for env, algo in PAPER_CURVE_ENVS for tag in ("none", "topp0p9", "topk0p25")}
+    assert main == expected and len(paper.runs) == 93
+    for rid in paper.runs:
+        cfg = paper.config(rid)
+        assert (cfg.rollout.max_turns, cfg.rollout.max_actions_per_turn, cfg.rollout.max_actions_per_traj) == (0, 0, 0)
+        assert cfg.trainer.precision == "bf16" and cfg.trainer.gradient_checkpointing
+        assert cfg.rollout.vllm_gpu_memory_utilization == pytest.approx(0.2)
+        micro = (cfg.trainer.micro_batch_size, cfg.trainer.logprob_micro_batch_size)
+        assert micro == ((1, 2) if cfg.trainer.algo == "ppo" else (2, 4)), rid
+        curve = cfg.env.name in dict(PAPER_CURVE_ENVS)
+        assert (cfg.rollout.env_groups, cfg.rollout.group_size) == ((16, 8) if curve else (8, 16)), rid
+        assert cfg.filter.top_p_mode == ("linear" if curve else "softmax"), rid
+    mech = [paper.config(r) for r in paper.runs if parse_run_id(r)["study"] == "mech"]
+    assert len(mech) == 16 and {(c.env.name, c.trainer.algo) for c in mech} == {("frozenlake", "grpo")}
+    assert {c.trainer.entropy_coef for c in mech} == {0.0, 0.02}
+    assert all(c.trainer.entropy_scope == "reasoning" and c.trainer.kl_coef == 0 for c in mech)
+    assert {(c.trainer.save_freq, c.trainer.keep_every) for c in mech} == {(200, 200)}  # the mid-run checkpoint
+
+
+def test_profile_run_ids_are_the_built_profiles_run_ids(profiles):
+    from ragen2.repro.profiles import profile_run_ids
+
+    for name, profile in profiles.items():
+        assert profile_run_ids(name) == list(profile.runs)
+
+
 def test_warm_starts_are_shared_and_every_run_has_one(profiles):
     for profile in profiles.values():
         params = profile.params()
@@ -99,13 +138,14 @@ def test_warm_starts_are_shared_and_every_run_has_one(profiles):
 
 def test_estimate_is_computed_from_the_grid(profiles):
     paper = profiles["paper"]
-    est = estimate(paper, s_per_step={"frozenlake": 1.0, "sokoban": 2.0}, s_per_warm_start_step=0.5, workers=2,
-                   s_per_notebook=10.0)
-    steps = {"frozenlake": 0, "sokoban": 0}
+    rates = {"frozenlake": 1.0, "sokoban": 2.0, "metamathqa": 1.0, "countdown": 1.0, "searchqa": 1.0, "webshop": 1.0,
+             "deepcoder": 1.0}
+    est = estimate(paper, s_per_step=rates, s_per_warm_start_step=0.5, workers=2, s_per_notebook=10.0)
+    steps = dict.fromkeys(rates, 0)
     for rid in paper.runs:
         cfg = paper.config(rid)
         steps[cfg.env.name] += cfg.trainer.steps
-    assert est.train_s == pytest.approx(S_PER_RUN * len(paper.runs) + steps["frozenlake"] + 2 * steps["sokoban"])
+    assert est.train_s == pytest.approx(S_PER_RUN * len(paper.runs) + sum(steps.values()) + steps["sokoban"])
     assert est.warm_start_s == 0  # no warm start in the paper profile
     assert est.total_s == pytest.approx(est.train_s / 2 + 10.0 * len(paper.notebooks))
     with pytest.raises(ValueError, match="no measured s/step"):

@@ -89,3 +89,12 @@ def test_slip_runs_borrow_the_main_cells_with_equal_settings(tmp_path):
     runs = studies.slip_runs(tmp_path)
     table = runs.set_index(["slip_rate", "condition"])["final_success"].sort_index()
     assert table.to_dict() == {(0.02, "none"): 0.5, (0.02, "top_p"): 0.6, (0.2, "none"): 0.3, (0.2, "top_p"): 0.4}
+
+
+def test_curve_steps_show_each_environments_ppo_runs_or_its_only_algorithm():
+    steps = pd.DataFrame({"env": ["sokoban", "sokoban", "webshop", "deepcoder", "deepcoder"],
+                          "algo": ["ppo", "grpo", "grpo", "grpo", "dapo"], "step": range(5)})
+    assert studies.curve_steps(steps, "algo").equals(steps)
+    shown = studies.curve_steps(steps, "env")
+    assert list(zip(shown["env"], shown["algo"])) == [("sokoban", "ppo"), ("webshop", "grpo"), ("deepcoder", "grpo"),
+                                                      ("deepcoder", "dapo")]

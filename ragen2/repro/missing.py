@@ -1,0 +1,185 @@
+"""A notebook whose studies have no runs: a note instead of a crash, placeholder outputs, an inconclusive claim.
+
+Each paper notebook reads the runs of some studies (:data:`~ragen2.repro.notebook_stages.NOTEBOOK_STUDIES`).
+A profile that defines none of a study's runs, or a pipeline whose runs of it are not trained yet, leaves
+the notebook nothing to load, and :func:`~ragen2.repro.studies.load_study` raises. Before its first cell
+that reads runs, every notebook therefore calls :func:`skip_without_studies`. When every study it reads
+has runs, that returns ``None`` and does nothing else (the notebook runs as written). Otherwise it
+
+- returns a Markdown note naming the missing studies and what would produce them (the profiles that define
+  them, or, when ``params.yaml`` defines them, that they are not trained yet), which the cell displays;
+- writes the notebook's claim (:data:`~ragen2.repro.notebook_stages.NOTEBOOK_CLAIMS`) as ``inconclusive``
+  with that reason, so ``claims.csv`` says why the claim was not tested instead of giving no row for it;
+- writes each figure and table the notebook would draw from runs
+  (:data:`~ragen2.repro.notebook_stages.RUN_ARTIFACTS`) as a placeholder that carries the note, so every
+  output its DVC stage declares exists and ``dvc repro`` goes on;
+- makes the notebook's remaining cells do nothing (an IPython input transformer that replaces each later
+  cell's code by ``pass``; a cell that calls :func:`skip_without_studies` itself still runs, and removes
+  the transformer when the studies are there), so the notebook ends without an error under papermill and
+  in JupyterLab alike.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ragen2.repro.notebook_stages import NOTEBOOK_CLAIMS, NOTEBOOK_STUDIES, RUN_ARTIFACTS, parameters_key
+
+STUDY_LABELS = {
+    "main": "the main comparison",
+    "mech": "the collapse-mechanism study",
+    "slip": "the stochasticity sweep",
+    "ent": "the entropy sweep",
+    "kl": "the KL sweep",
+    "toppsweep": "the top-p sweep",
+}
+"""Study tag -> what it is, for the note."""
+CHECK_CALL = "skip_without_studies("
+"""A cell whose code contains this still runs after a skip (so re-running the check can lift it)."""
+
+
+def missing_studies(runs_root: str | Path, studies: Sequence[str]) -> tuple[str, ...]:
+    """The ``studies`` (in their order) without a run directory under ``runs_root`` (all of them when
+    ``runs_root`` holds no run directory or does not exist)."""
+    from ragen2.repro.run_ids import parse_run_id
+    from ragen2.repro.studies import study_run_dirs
+
+    try:
+        present = {parse_run_id(d.name)["study"] for d in study_run_dirs(runs_root, studies)}
+    except FileNotFoundError:
+        present = set()
+    return tuple(s for s in studies if s not in present)
+
+
+def _defined_in(study: str, params: str | Path | None) -> tuple[str | None, int]:
+    """``(profile name, runs of study)`` of a params.yaml, or ``(None, 0)`` when there is none to read."""
+    import yaml
+
+    from ragen2.repro.run_ids import parse_run_id
+
+    if params is None or not Path(params).is_file():
+        return None, 0
+    data = yaml.safe_load(Path(params).read_text()) or {}
+    runs = [rid for rid in data.get("runs") or {} if parse_run_id(rid)["study"] == study]
+    return (data.get("pipeline") or {}).get("profile"), len(runs)
+
+
+def _profiles_with(study: str) -> list[str]:
+    from ragen2.repro.profiles import PROFILE_NAMES, profile_run_ids
+    from ragen2.repro.run_ids import parse_run_id
+
+    return [name for name in PROFILE_NAMES if any(parse_run_id(r)["study"] == study for r in profile_run_ids(name))]
+
+
+def study_note(notebook: str, missing: Sequence[str], runs_root: str | Path, params: str | Path | None = None) -> str:
+    """One Markdown line: which studies have no runs, what would produce them, and what the notebook does instead."""
+    parts = []
+    for study in missing:
+        profile, count = _defined_in(study, params)
+        if count:
+            source = (f"`params.yaml` (profile `{profile}`) defines {count} runs of it, not trained yet: "
+                      "`make repro` trains them")
+        else:
+            where = f"profile `{profile}` does not define it" if profile else "no `params.yaml` defines it here"
+            others = ", ".join(f"`{p}`" for p in _profiles_with(study)) or "no profile"
+            source = (f"{where}; {others} do (`python -m ragen2 profile NAME --write params.yaml`, then "
+                      "`make repro`)")
+        parts.append(f"the `{study}` study ({STUDY_LABELS.get(study, study)}: run ids `*__{study}*__s*`): {source}")
+    claim = NOTEBOOK_CLAIMS.get(notebook)
+    outcome = (f"claim {claim} is written as inconclusive" if claim else "no claim is affected")
+    return (f"**Study missing.** No run under `{Path(runs_root).name}/` belongs to {'; '.join(parts)}. "
+            f"The rest of this notebook is skipped: its figures and tables are placeholders and {outcome}.")
+
+
+def placeholder_figure(text: str):
+    """A figure that shows ``text`` (wrapped) in place of a plot."""
+    from ragen2.repro.figure_style import new_figure, styled
+
+    @styled
+    def draw():
+        fig = new_figure(6.0, 2.0)
+        ax = fig.add_subplot()
+        ax.axis("off")
+        ax.text(0.5, 0.5, textwrap.fill(text.replace("**", "").replace("`", ""), 90), ha="center", va="center",
+                fontsize=8, wrap=True, transform=ax.transAxes)
+        return fig
+
+    return draw()
+
+
+def write_placeholders(notebook: str, note: str, fig_dir: str | Path) -> list[Path]:
+    """The notebook's run-based figures and tables as placeholders carrying ``note``, and its claim as
+    inconclusive with ``note`` as evidence; the paths written."""
+    from ragen2.repro.artifacts import save_figure, save_table
+    from ragen2.repro.claims import Claim, write_claims
+
+    written: list[Path] = []
+    for name in RUN_ARTIFACTS[notebook]:
+        if name.startswith("fig_"):
+            written += save_figure(placeholder_figure(note), name, fig_dir, caption=note).values()
+        else:
+            written += save_table(pd.DataFrame({"note": [note]}), name, fig_dir, caption=note).values()
+    if notebook in NOTEBOOK_CLAIMS:
+        evidence = f"not tested: {note}"
+        written.append(write_claims(parameters_key(notebook), [Claim(NOTEBOOK_CLAIMS[notebook], "inconclusive",
+                                                                     evidence)], fig_dir))
+    return written
+
+
+def _skip_cell(lines: list[str]) -> list[str]:
+    """IPython input transformer: a cell's code becomes ``pass`` unless it runs the study check."""
+    return lines if any(CHECK_CALL in line for line in lines) else ["pass\n"]
+
+
+def _set_skipping(on: bool) -> None:
+    try:
+        from IPython import get_ipython
+    except ImportError:  # not in IPython: nothing to skip
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+    transformers = shell.input_transformers_post
+    if _skip_cell in transformers:
+        transformers.remove(_skip_cell)
+    if on:
+        transformers.append(_skip_cell)
+
+
+def skip_without_studies(notebook: str, runs_root: str | Path, fig_dir: str | Path,
+                         params: str | Path | None = None) -> Any:
+    """``None`` when every study ``notebook`` reads has runs under ``runs_root``; otherwise the note (IPython
+    ``Markdown``), after writing the placeholders and the inconclusive claim into ``fig_dir`` and turning the
+    notebook's remaining cells off (see the module docstring).
+
+    Args:
+        notebook: the notebook's file stem (``03_main_results``).
+        runs_root, fig_dir: the notebook's parameters (resolved).
+        params: the params.yaml the note reads to say what would produce a missing study (default: the
+            repository's, when there is one).
+    """
+    from IPython.display import Markdown
+
+    if notebook not in NOTEBOOK_STUDIES:
+        raise ValueError(f"unknown notebook {notebook!r}; known: {', '.join(NOTEBOOK_STUDIES)}")
+    missing = missing_studies(runs_root, NOTEBOOK_STUDIES[notebook])
+    if not missing:
+        _set_skipping(False)
+        return None
+    if params is None:
+        from ragen2.errors import MissingPathError
+        from ragen2.repro.paths import repository_root
+
+        try:
+            params = repository_root() / "params.yaml"
+        except MissingPathError:
+            params = None
+    note = study_note(notebook, missing, runs_root, params)
+    write_placeholders(notebook, note, fig_dir)
+    _set_skipping(True)
+    return Markdown(note)

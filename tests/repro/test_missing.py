@@ -1,0 +1,139 @@
+"""A notebook whose studies have no runs: the note, the placeholder outputs, the inconclusive claim, the skip."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from ragen2.repro.claims import read_claims
+from ragen2.repro.missing import (
+    _skip_cell,
+    missing_studies,
+    skip_without_studies,
+    study_note,
+    write_placeholders,
+)
+from ragen2.repro.notebook_stages import NOTEBOOK_CLAIMS, NOTEBOOK_STUDIES, RUN_ARTIFACTS, parameters_key
+
+
+def _runs(root, *run_ids):
+    for rid in run_ids:
+        (root / rid).mkdir(parents=True)
+        (root / rid / "config.json").write_text("{}")
+    return root
+
+
+def test_missing_studies_names_the_studies_without_a_run_dir(tmp_path):
+    runs = _runs(tmp_path / "runs", "frozenlake__grpo__none__main__s0", "frozenlake__grpo__none__ent0__s0")
+    assert missing_studies(runs, ("main", "mech", "ent", "kl")) == ("mech", "kl")
+    assert missing_studies(runs, ("main",)) == ()
+    assert missing_studies(tmp_path / "nowhere", ("main", "slip")) == ("main", "slip")
+
+
+def test_the_note_says_what_would_produce_the_study(tmp_path):
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump({"runs": {"frozenlake__grpo__none__main__s0": {},
+                                               "frozenlake__grpo__none__mech0p02__s0": {}},
+                                      "pipeline": {"profile": "custom"}}))
+    untrained = study_note("07_training_dynamics", ("mech",), tmp_path / "runs", params)
+    assert "`mech` study" in untrained and "profile `custom`) defines 1 runs of it, not trained yet" in untrained
+    assert "claim C6 is written as inconclusive" in untrained and "\n" not in untrained
+    undefined = study_note("08_interventions", ("kl",), tmp_path / "runs", params)
+    assert "profile `custom` does not define it; `cpu`, `smoke`, `paper` do" in undefined
+    no_params = study_note("01_template_collapse", ("mech",), tmp_path / "runs", None)
+    assert "no `params.yaml` defines it here" in no_params and "no claim is affected" in no_params
+
+
+@pytest.mark.parametrize("notebook", list(NOTEBOOK_STUDIES))
+def test_placeholders_are_every_run_based_output_and_an_inconclusive_claim(notebook, tmp_path):
+    note = study_note(notebook, ("main",), tmp_path / "runs")
+    written = {p.name for p in write_placeholders(notebook, note, tmp_path / "figs")}
+    expected = set()
+    for name in RUN_ARTIFACTS[notebook]:
+        expected |= {f"{name}.png", f"{name}.pdf", f"{name}.md"} if name.startswith("fig_") else {f"{name}.csv",
+                                                                                                   f"{name}.md"}
+    if notebook in NOTEBOOK_CLAIMS:
+        expected.add(f"claims_{parameters_key(notebook)}.csv")
+        (claim,) = read_claims(tmp_path / "figs" / f"claims_{parameters_key(notebook)}.csv")
+        assert (claim.claim, claim.verdict) == (NOTEBOOK_CLAIMS[notebook], "inconclusive")
+        assert claim.evidence == f"not tested: {note}"
+    assert written == expected
+    captions = [p for p in (tmp_path / "figs").glob("*.md")]
+    assert captions and all("Study missing" in p.read_text() for p in captions)
+
+
+def test_the_skip_turns_later_cells_into_pass_but_not_the_check():
+    assert _skip_cell(["x = 1\n", "x\n"]) == ["pass\n"]
+    check = ['skip_without_studies("03_main_results", runs_root, fig_dir)\n']
+    assert _skip_cell(check) == check
+
+
+def test_nothing_happens_when_every_study_has_runs(tmp_path):
+    runs = _runs(tmp_path / "runs", "frozenlake__grpo__none__main__s0", "frozenlake__grpo__none__slip0__s0")
+    assert skip_without_studies("05_stochasticity", runs, tmp_path / "figs") is None
+    assert not (tmp_path / "figs").exists()
+    with pytest.raises(ValueError, match="unknown notebook"):
+        skip_without_studies("09_nothing", runs, tmp_path / "figs")
+
+
+def test_a_missing_study_returns_the_note_and_writes_the_outputs(tmp_path):
+    runs = _runs(tmp_path / "runs", "frozenlake__grpo__none__main__s0")
+    note = skip_without_studies("05_stochasticity", runs, tmp_path / "figs", params=tmp_path / "absent.yaml")
+    assert note is not None and "`slip` study" in note.data
+    assert json.loads(json.dumps(note.data))  # a plain string
+    assert (tmp_path / "figs" / "fig_stochasticity.png").exists()
+    assert read_claims(tmp_path / "figs" / "claims_stochasticity.csv")[0].verdict == "inconclusive"
+
+
+SAVED = r'save_(?:figure|table)\([^"]*"([a-z0-9_]+)"'
+"""A ``save_figure`` / ``save_table`` call's literal output name."""
+
+
+@pytest.mark.parametrize("notebook", list(NOTEBOOK_STUDIES))
+def test_every_notebook_checks_its_studies_before_it_reads_a_run(notebook):
+    """The check names the notebook itself, precedes every loader call, and every output written after it is in
+    RUN_ARTIFACTS (so the placeholders are exactly what the skipped cells would have written)."""
+    import re
+
+    import nbformat
+
+    from tests.repro.dvcyaml import REPO
+    from tests.repro.test_notebook_stages import studies_loaded
+
+    book = nbformat.read(REPO / "notebooks" / f"{notebook}.ipynb", as_version=4)
+    code = [c.source for c in book.cells if c.cell_type == "code" and "parameters" not in c.metadata.get("tags", [])]
+    checks = [i for i, source in enumerate(code) if f'skip_without_studies("{notebook}", runs_root, fig_dir)' in source]
+    assert len(checks) == 1, f"{notebook}: one study check, with the notebook's own name"
+    before, after = "\n".join(code[:checks[0]]), "\n".join(code[checks[0]:])
+    assert studies_loaded(before) == set()
+    assert set(re.findall(SAVED, after)) == set(RUN_ARTIFACTS[notebook])
+    assert not set(re.findall(SAVED, before)) & set(RUN_ARTIFACTS[notebook])
+
+
+@pytest.mark.slow
+def test_every_notebook_runs_without_runs_and_writes_its_declared_outputs(tmp_path):
+    """Papermill on an empty ``runs_root``: each notebook shows the note, writes every output its DVC stage declares
+    (placeholders) and ends without an error; the merged claims are all inconclusive."""
+    import papermill
+
+    from ragen2.repro.claims import CLAIM_IDS, merge_claims
+    from ragen2.repro.profiles import build
+    from tests.repro.dvcyaml import REPO, paths, resolved
+
+    stages, smoke = resolved()["stages"], build("smoke")
+    (tmp_path / "runs").mkdir()
+    for notebook in NOTEBOOK_STUDIES:
+        params = {"runs_root": str(tmp_path / "runs"), "fig_dir": str(tmp_path / "paper_figures"),
+                  **smoke.notebooks[parameters_key(notebook)]}
+        out = tmp_path / f"{notebook}.ipynb"
+        papermill.execute_notebook(str(REPO / "notebooks" / f"{notebook}.ipynb"), str(out), parameters=params,
+                                   kernel_name="python3", cwd=str(REPO), progress_bar=False, log_output=False)
+        assert "Study missing." in out.read_text(), notebook
+        for path in paths(stages[f"nb_{notebook}"]["outs"]):
+            if path.startswith("paper_figures/"):
+                assert (tmp_path / path).is_file(), path
+    merged = merge_claims(tmp_path / "paper_figures", require_all=True)
+    assert [c.claim for c in merged.rows] == list(CLAIM_IDS)
+    assert {c.verdict for c in merged.rows} == {"inconclusive"}
