@@ -309,9 +309,10 @@ def _cmd_claims(args: argparse.Namespace) -> int:
     from ragen2.repro.claims import merge_claims
 
     if args.realization_dir:
-        from ragen2.repro.realization import merge_with_realization
+        from ragen2.repro.realization import merge_with_realization, read_realization
 
-        claims_path, check_path, claims = merge_with_realization(args.dir, args.realization_dir)
+        label = read_realization(args.params).label
+        claims_path, check_path, claims = merge_with_realization(args.dir, args.realization_dir, label)
         fragile = [c.claim for c in claims if c.evidence.startswith(("fragile", "unchecked"))]
         print(f"wrote {claims_path} and {check_path}: {len(claims)} claims"
               + (f"; fragile or unchecked: {', '.join(fragile)}" if fragile else "; every verdict holds"))
@@ -323,7 +324,8 @@ def _cmd_claims(args: argparse.Namespace) -> int:
 
 
 def _add_claims(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("claims", help="merge paper_figures/claims_<section>.csv into claims.csv")
+    p = sub.add_parser("claims", help="merge paper_figures/claims_<section>.csv into claims.csv",
+                       parents=_with("params"))
     p.add_argument("--dir", default="paper_figures", help="folder of the section files (default: paper_figures)")
     p.add_argument("--realization-dir", default=None, metavar="DIR",
                    help="the second realization's notebook folders (DIR/<notebook>/claims_*.csv): claims.csv keeps "

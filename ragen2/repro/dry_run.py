@@ -3,8 +3,9 @@
 ``python -m ragen2.repro.dry_run run --copy-from REPO --root DIR`` (``make dry-run-paper``) copies the
 repository's code, notebooks and ``dvc.yaml`` into ``DIR`` (as ``make smoke`` does), builds the tiny model
 there, writes ``DIR/params.yaml`` and runs the DVC pipeline as ``make repro`` does: the warm-start stages,
-training on two long-lived workers, ``commit-runs``, then ``dvc repro`` (data, notebook inputs, the eight
-notebooks through papermill, claims). ``prepare --root DIR`` does only the model and ``params.yaml``.
+training on two long-lived workers (both realizations of the realization check), ``commit-runs``, then
+``dvc repro`` (data, notebook inputs, the eight notebooks and the realization check's seven through papermill,
+claims). ``prepare --root DIR`` does only the model and ``params.yaml``.
 Numbers mean nothing; what it checks is that the paper profile's run grid, environments (SearchQA's BM25
 index, the WebShop simulator, DeepCoder's sandbox, the MetaMathQA and Countdown sets), studies, settings
 and notebooks go through end to end before GPU time is spent on them.
@@ -307,9 +308,10 @@ OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_
 def run_pipeline(root: str | Path, *, workers: int = 2, log=print) -> dict[str, float]:
     """Run the prepared dry run's DVC pipeline in ``root`` the way ``make repro`` does; seconds per phase.
 
-    ``dvc init --no-scm``, then the warm starts (``dvc repro warmstart``), the stale runs on ``workers``
-    processes of one torch thread (``python -m ragen2 train-runs``) recorded with ``commit-runs``, then
-    ``dvc repro`` (the data stage, the notebook inputs, the eight notebooks, the claims). ``dvc`` and the
+    ``dvc init --no-scm``, then the warm starts of both realizations (``dvc repro warmstart
+    warmstart_realization``), the stale runs of each on ``workers`` processes of one torch thread (``python -m
+    ragen2 train-runs [--realization]``) recorded with ``commit-runs``, then ``dvc repro`` (the data stage, the
+    notebook inputs, the eight notebooks and the realization check's seven, the claims). ``dvc`` and the
     Python that runs this are taken from this interpreter's environment.
 
     Raises:
@@ -330,15 +332,17 @@ def run_pipeline(root: str | Path, *, workers: int = 2, log=print) -> dict[str, 
         return done.stdout or ""
 
     seconds: dict[str, float] = {}
-    for phase, commands in (("warm starts", [["dvc", "init", "--no-scm", "-q", "-f"], ["dvc", "repro", "warmstart"]]),
+    for phase, commands in (("warm starts", [["dvc", "init", "--no-scm", "-q", "-f"],
+                                             ["dvc", "repro", "warmstart", "warmstart_realization"]]),
                             ("training", None), ("notebooks", [["dvc", "repro"]])):
         start = time.perf_counter()
         if commands is None:
-            stale = step([*python, "stale-runs"], capture=True).split()
-            if stale:
-                step([*python, "train-runs", "--workers", str(workers), "--threads", "1", "--cache-dir", "data/cache",
-                      *stale])
-                step([*python, "commit-runs", *stale])
+            for which in ([], ["--realization"]):  # both realizations of the realization check, as make repro
+                stale = step([*python, "stale-runs", *which], capture=True).split()
+                if stale:
+                    step([*python, "train-runs", *which, "--workers", str(workers), "--threads", "1",
+                          "--cache-dir", "data/cache", *stale])
+                    step([*python, "commit-runs", *which, *stale])
         else:
             for cmd in commands:
                 step(cmd)

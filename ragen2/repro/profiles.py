@@ -204,15 +204,19 @@ class Profile:
         and the notebooks re-run on them (those that decide a claim)."""
         from ragen2.config import apply_overrides
         from ragen2.repro.notebook_stages import NOTEBOOK_STUDIES, parameters_key
-        from ragen2.repro.realization import OVERRIDES, pipeline_entry
+        from ragen2.repro.realization import overrides_for, pipeline_entry
 
-        train = {rid: {"warm_start": _warm_start_path(apply_overrides(self.config(rid), list(OVERRIDES)))}
+        overrides, label = overrides_for(from_dict(RunConfig, self.base).warm_start.steps)
+        train = {rid: {"warm_start": _warm_start_path(apply_overrides(self.config(rid), list(overrides)))}
                  for rid in self.runs}
         warm_starts: dict[str, dict[str, str]] = {}
-        for rid, entry in train.items():
-            warm_starts.setdefault(Path(entry["warm_start"]).name, {"run": rid, "path": entry["warm_start"]})
+        first = self.warm_starts()
+        for rid, entry in train.items():  # a warm start both realizations share is built once, by the first
+            key = Path(entry["warm_start"]).name
+            if key not in first:
+                warm_starts.setdefault(key, {"run": rid, "path": entry["warm_start"]})
         notebooks = {nb: {"params": parameters_key(nb)} for nb in NOTEBOOK_STUDIES if nb not in NO_CLAIM_NOTEBOOKS}
-        return pipeline_entry(dict(sorted(warm_starts.items())), train, notebooks)
+        return pipeline_entry(overrides, label, dict(sorted(warm_starts.items())), train, notebooks)
 
     def params(self) -> dict[str, Any]:
         """The ``params.yaml`` content: ``base``, ``runs`` and ``pipeline``."""

@@ -35,8 +35,18 @@ from ragen2.fileio import write_text_atomic
 from ragen2.repro.claims import CLAIM_IDS, Claim, merged_rows, write_merged
 
 OVERRIDES = ("warm_start.seed=1",)
-"""What makes the second realization: the warm start's SFT seed (the first realization's is 0)."""
+"""What makes the second realization of runs that start from a warm start: its SFT seed (the first's is 0)."""
 LABEL = "second warm start (warm_start.seed=1)"
+NO_WARM_START_OVERRIDES = ("rollout.train_seed=20000000",)
+"""The second realization of runs without a warm start (the paper profile starts from the base model): another,
+disjoint set of training prompts (env seeds from 20,000,000 on; the first realization's start at 10,000, DAPO's
+refills 1,000,000 above either, the warm-start corpus at 50,000,000)."""
+NO_WARM_START_LABEL = "second set of training prompts (rollout.train_seed=20000000)"
+
+
+def overrides_for(warm_start_steps: int) -> tuple[tuple[str, ...], str]:
+    """The second realization's overrides and label for a profile whose runs have ``warm_start_steps`` SFT steps."""
+    return (OVERRIDES, LABEL) if warm_start_steps > 0 else (NO_WARM_START_OVERRIDES, NO_WARM_START_LABEL)
 RUNS_ROOT = "data/realization/runs"
 FIGURES_ROOT = "data/realization/figures"
 INPUTS_DIR = "data/realization/inputs"
@@ -76,10 +86,10 @@ def read_realization(params_path: str | Path = "params.yaml") -> Realization:
                        runs_root=str(entry.get("runs_root", RUNS_ROOT)))
 
 
-def pipeline_entry(warm_starts: dict[str, dict[str, str]], train: dict[str, dict[str, str]],
-                   notebooks: dict[str, dict[str, str]]) -> dict[str, Any]:
-    """The ``pipeline.realization`` entry of a profile's params (warm starts and runs with :data:`OVERRIDES`)."""
-    return {"label": LABEL, "set": list(OVERRIDES), "runs_root": RUNS_ROOT, "figures_root": FIGURES_ROOT,
+def pipeline_entry(overrides: Sequence[str], label: str, warm_starts: dict[str, dict[str, str]],
+                   train: dict[str, dict[str, str]], notebooks: dict[str, dict[str, str]]) -> dict[str, Any]:
+    """The ``pipeline.realization`` entry of a profile's params (the second realization's warm starts and runs)."""
+    return {"label": label, "set": list(overrides), "runs_root": RUNS_ROOT, "figures_root": FIGURES_ROOT,
             "warm_starts": warm_starts, "train": train, "notebooks": notebooks}
 
 

@@ -76,6 +76,19 @@ def test_the_profiles_declare_a_second_warm_start_for_every_run():
         assert all(v == {"params": parameters_key(nb)} for nb, v in entry["notebooks"].items())
 
 
+def test_a_profile_without_warm_starts_realizes_on_another_set_of_training_prompts():
+    profile = build("paper")
+    entry = profile.params()["pipeline"]["realization"]
+    assert profile.config(next(iter(profile.runs))).warm_start.steps == 0
+    assert entry["set"] == list(realization.NO_WARM_START_OVERRIDES) and entry["label"] == realization.NO_WARM_START_LABEL
+    assert entry["warm_starts"] == {}  # its runs start from the base model's markers, which the first stages build
+    first = {v["path"] for v in profile.warm_starts().values()}
+    assert {v["warm_start"] for v in entry["train"].values()} <= first
+    rid = next(iter(profile.runs))
+    second = apply_overrides(profile.config(rid), list(realization.NO_WARM_START_OVERRIDES))
+    assert second.rollout.train_seed >= 20_000_000 > profile.config(rid).rollout.train_seed + 1_000_000
+
+
 def test_read_realization_from_the_committed_params_and_a_file_without_it(tmp_path):
     second = realization.read_realization(REPO / "params.yaml")
     assert second.overrides == realization.OVERRIDES and second.runs_root == realization.RUNS_ROOT
