@@ -44,9 +44,9 @@ if build_only:
 summary = train(cfg, out, init, resume=False, progress=False)
 rows = [json.loads(line) for line in open(out / "metrics.jsonl")]
 rows = [r for r in rows if r["step"] >= 1]
-phases = {k: sum(r.get(f"timing_s/{k}", 0.0) for r in rows) / len(rows) for k in %r}
+phases = {k: sum(r.get(f"timing_s/{k}", 0.0) for r in rows) / len(rows) for k in PHASES}
 print(json.dumps({"per_step": summary["timings_s"]["total_elapsed"] / len(rows), "steps": len(rows), **phases}))
-""" % (PHASES,)
+""".replace("PHASES", repr(PHASES))
 
 
 def run_tree(tree: Path, run_id: str, steps: int, out: Path, cache: Path, build_only: bool = False) -> dict:
