@@ -51,10 +51,8 @@ def test_the_ragged_forward_is_zero_off_the_trained_tokens():
     assert (logp[off] == 0).all() and (ent[off] == 0).all() and (logp[~off] < 0).all()
 
 
-def test_prompts_run_once_and_rows_only_up_to_their_last_wanted_position():
-    model = tiny_lm()
-    batch = shared_prompt_batch()
-    wanted = F.pad(batch.loss_mask > 0, (0, 1))
+def ragged_forward_shapes(model, batch, wanted):
+    """:func:`ragged_forward` of ``batch`` and the ``input_ids`` shape of every pass it made through the model."""
     shapes = []
     hook = model.model.register_forward_pre_hook(
         lambda module, args, kwargs: shapes.append(tuple(kwargs["input_ids"].shape)), with_kwargs=True)
@@ -62,6 +60,14 @@ def test_prompts_run_once_and_rows_only_up_to_their_last_wanted_position():
         out = ragged_forward(model.base_model, batch.input_ids, batch.attention_mask, wanted)
     finally:
         hook.remove()
+    return out, shapes
+
+
+def test_prompts_run_once_and_rows_only_up_to_their_last_wanted_position():
+    model = tiny_lm()
+    batch = shared_prompt_batch()
+    wanted = F.pad(batch.loss_mask > 0, (0, 1))
+    out, shapes = ragged_forward_shapes(model, batch, wanted)
     # three groups' prompts, nine rows: the hidden state of the 4th prompt token predicts the first trained one
     assert shapes[0] == (3, 3)
     ends = [int(torch.nonzero(w).max()) + 1 for w in wanted]
@@ -144,13 +150,7 @@ def test_rows_without_shared_prompts_share_their_common_prefix_once():
         t.input_ids[:3] = [5, 6, 7 + t.group]  # a common 2-token head, then a token of its own
     batch = build_batch(trajs, pad_id=0)
     wanted = F.pad(batch.loss_mask > 0, (0, 1))
-    shapes = []
-    hook = model.model.register_forward_pre_hook(
-        lambda module, args, kwargs: shapes.append(tuple(kwargs["input_ids"].shape)), with_kwargs=True)
-    try:
-        out = ragged_forward(model.base_model, batch.input_ids, batch.attention_mask, wanted)
-    finally:
-        hook.remove()
+    out, shapes = ragged_forward_shapes(model, batch, wanted)
     assert len({tuple(t.input_ids[:3]) for t in trajs}) == 6 and shapes[0] == (1, 2)
     full = model.base_model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state
     assert torch.allclose(out.hidden, full[out.rows, out.cols], atol=1e-5)
