@@ -62,10 +62,10 @@ def run_tree(tree: Path, run_id: str, steps: int, out: Path, cache: Path, build_
 
 def compare(old: Path, new: Path, run_id: str, steps: int, reps: int, cache: Path) -> dict:
     """Interleaved repetitions of both trees; per-tree medians and the old/new speedup."""
-    for tree in (old, new):
-        run_tree(tree, run_id, steps, Path(tempfile.mkdtemp()), cache, build_only=True)
     results: dict[str, list[dict]] = {"old": [], "new": []}
     with tempfile.TemporaryDirectory() as tmp:
+        for tree in (old, new):  # the shared warm start, built before any timing if missing
+            run_tree(tree, run_id, steps, Path(tmp) / "build", cache, build_only=True)
         for rep in range(reps):
             order = (("old", old), ("new", new)) if rep % 2 == 0 else (("new", new), ("old", old))
             for name, tree in order:
