@@ -22,7 +22,7 @@ export TRL_EXPERIMENTAL_SILENCE := 1
 export TOKENIZERS_PARALLELISM := false
 export MPLBACKEND := Agg
 
-.PHONY: setup test test-slow test-browser repro lint bench clean-venv params smoke dry-run-paper lock
+.PHONY: setup test test-slow test-browser repro regime-map lint bench clean-venv params smoke dry-run-paper lock
 
 setup: $(VENV)/.installed
 
@@ -73,6 +73,19 @@ repro: setup
 	  $(PY) -m ragen2 commit-runs $$which $$stale || exit 1; \
 	done
 	dvc repro
+
+# The regime map (ragen2/repro/regime_map.py, docs/method.md §7.11): a screening study with its own pipeline,
+# regime_map/dvc.yaml, run the way `make repro` runs the paper's (warm starts, the stale runs on WORKERS processes,
+# then its notebook stage, 09_regime_map). Measured: see README Performance.
+regime-map: export PATH := $(abspath $(VENV))/bin:$(PATH)
+regime-map: setup
+	dvc repro regime_map/dvc.yaml:warmstart
+	stale="$$($(PY) -m ragen2 stale-runs --params regime_map/params.yaml --dvc-file regime_map/dvc.yaml)" || exit 1; \
+	if [ -n "$$stale" ]; then \
+	  $(PY) -m ragen2 train-runs --params regime_map/params.yaml --workers $(WORKERS) --threads 1 \
+	    --cache-dir data/regime_map/cache $$stale && \
+	  $(PY) -m ragen2 commit-runs --dvc-file regime_map/dvc.yaml $$stale || exit 1; fi
+	dvc repro regime_map/dvc.yaml
 
 # params.yaml is generated: edit ragen2/repro/profiles.py, then `make params` (tests check there is no drift).
 params: setup

@@ -62,6 +62,9 @@ def _parents() -> dict[str, argparse.ArgumentParser]:
                       help="override a config value, e.g. --set trainer.steps=5 (repeatable)"),
         "cache": parent("--cache-dir", default="data/cache", help="policy / warm-start cache (default: data/cache)"),
         "threads": parent("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)"),
+        "dvc_file": parent("--dvc-file", default="dvc.yaml",
+                           help="the pipeline file of the train stages (default: dvc.yaml; the regime map's: "
+                                "regime_map/dvc.yaml)"),
         "realization": parent("--realization", action="store_true",
                               help="the realization check's second realization (params.yaml's "
                                    "pipeline.realization: its overrides and runs root; ragen2.repro.realization)"),
@@ -86,11 +89,21 @@ def _overrides(args: argparse.Namespace) -> tuple[list[str], str]:
     """The ``--set`` overrides and the runs root of a command, with ``--realization`` the second realization's
     overrides first (``--set`` still wins)."""
     if not getattr(args, "realization", False):
-        return list(args.set), "data/runs"
+        return list(args.set), _params_runs_root(args.params)
     from ragen2.repro.realization import read_realization
 
     second = read_realization(args.params)
     return [*second.overrides, *args.set], second.runs_root
+
+
+def _params_runs_root(params: str) -> str:
+    """``pipeline.runs_root`` of a params file (a pipeline of its own, such as the regime map), else ``data/runs``."""
+    import yaml
+
+    path = Path(params)
+    data = yaml.safe_load(path.read_text()) if path.is_file() else None
+    pipeline = (data or {}).get("pipeline") or {}
+    return str(pipeline.get("runs_root", "data/runs"))
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -190,15 +203,21 @@ def _add_audit(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_profile(args: argparse.Namespace) -> int:
+    from ragen2.repro import regime_map
     from ragen2.repro.profiles import build, estimate
 
-    profile = build(args.name)
+    if args.name.startswith("regime_map"):
+        profile = regime_map.build(smoke=args.name.endswith("smoke"))
+        text = regime_map.params_yaml(profile)
+    else:
+        profile = build(args.name)
+        text = profile.yaml()
     if args.write:
         Path(args.write).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.write).write_text(profile.yaml())
+        Path(args.write).write_text(text)
         print(f"wrote {args.write}: profile {args.name}, {len(profile.runs)} runs")
     elif not args.estimate:
-        print(profile.yaml(), end="")
+        print(text, end="")
     if args.estimate:
         try:
             print(f"estimate ({args.name}): {estimate(profile).summary()}")
@@ -209,7 +228,8 @@ def _cmd_profile(args: argparse.Namespace) -> int:
 
 def _add_profile(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("profile", help="print or write params.yaml from an experiment profile")
-    p.add_argument("name", choices=("cpu", "smoke", "paper"), help="the profile (ragen2.repro.profiles)")
+    p.add_argument("name", choices=("cpu", "smoke", "paper", "regime_map", "regime_map_smoke"),
+                   help="the profile (ragen2.repro.profiles; regime_map*: ragen2.repro.regime_map's own pipeline)")
     p.add_argument("--write", default=None, metavar="PATH", help="write the params file here instead of printing")
     p.add_argument("--estimate", action="store_true", help="print the wall-time estimate of the profile's grid")
     p.set_defaults(func=_cmd_profile)
@@ -334,14 +354,16 @@ def _add_claims(sub: argparse._SubParsersAction) -> None:
 
 
 def stale_train_stages(status: dict, stage: str = "train") -> list[str]:
-    """Run ids of the ``<stage>@<run id>`` entries of ``dvc status --json`` output, in its order."""
+    """Run ids of the ``<stage>@<run id>`` entries of ``dvc status --json`` output, in its order (``stage`` may
+    name its file: ``regime_map/dvc.yaml:train``)."""
     return [name.split("@", 1)[1] for name in status if name.startswith(f"{stage}@")]
 
 
 def _train_stage(args: argparse.Namespace) -> str:
     from ragen2.repro.realization import TRAIN_STAGE
 
-    return TRAIN_STAGE if args.realization else "train"
+    stage = TRAIN_STAGE if args.realization else "train"
+    return stage if args.dvc_file == "dvc.yaml" else f"{args.dvc_file}:{stage}"
 
 
 def _cmd_stale_runs(args: argparse.Namespace) -> int:
@@ -366,7 +388,7 @@ def _params_run_ids(params: str) -> list[str]:
 
 def _add_stale_runs(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("stale-runs", help="run ids whose DVC train stage is not up to date (params.yaml order)",
-                       parents=_with("params", "realization"))
+                       parents=_with("params", "realization", "dvc_file"))
     p.add_argument("--dvc", default="dvc", help="the dvc executable (default: dvc on PATH)")
     p.set_defaults(func=_cmd_stale_runs)
 
@@ -376,13 +398,13 @@ def _cmd_commit_runs(args: argparse.Namespace) -> int:
 
     stage = _train_stage(args)
     done = commit_stages([f"{stage}@{rid}" for rid in args.run_ids])
-    print(f"recorded {len(done)} {stage} stage(s) in dvc.lock")
+    print(f"recorded {len(done)} {stage} stage(s) in its dvc.lock")
     return 0
 
 
 def _add_commit_runs(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("commit-runs", help="record trained runs in dvc.lock (dvc commit -f, one lock write)",
-                       parents=_with("realization"))
+                       parents=_with("realization", "dvc_file"))
     p.add_argument("run_ids", nargs="+", help="run ids of params.yaml whose train stage to record")
     p.set_defaults(func=_cmd_commit_runs)
 

@@ -708,3 +708,109 @@ def fig_intervention_sweeps(
             if r == len(metrics) - 1:
                 ax.set_xlabel(f"{name} value")
     return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# The regime map (ragen2.repro.regime_map)
+# ---------------------------------------------------------------------------------------------
+@styled
+def fig_regime_map(table: pd.DataFrame, *, fig: Figure | None = None) -> Figure:
+    """Per cell of the regime map: the no-filter run's MI change (left) and Top-p minus none final MI (right).
+
+    Args:
+        table: :func:`ragen2.repro.regime_map.map_table` (``label, cell, horizon, mi_change_none, mi_diff,
+            regime_none``); one point per cell and horizon, the 0 line marked; cells whose no-filter run is in a
+            collapse regime other than ``stable`` are named on the left panel.
+    """
+    require_columns(table, ("label", "cell", "horizon", "mi_change_none", "mi_diff", "regime_none"), "table")
+    order = table.sort_values("cell")["label"].drop_duplicates().tolist()
+    horizons = level_order(table["horizon"])
+    palette = level_colors(horizons, "horizon")
+    fig, axes = panel_grid(1, 2, fig, (3.6, 0.35 * len(order) + 1.2), sharey=True)
+    for ax, column, title in ((axes[0, 0], "mi_change_none", "no filter: MI change (end − start)"),
+                              (axes[0, 1], "mi_diff", "Top-p − none: final MI")):
+        sns.stripplot(data=table, x=column, y="label", hue="horizon", order=order, hue_order=horizons,
+                      palette=palette, dodge=True, jitter=False, size=6, ax=ax, legend=ax is axes[0, 1])
+        ax.axvline(0.0, color="0.4", ls="--", lw=0.8)
+        ax.set_title(title)
+        ax.set_xlabel("nats per token")
+        ax.set_ylabel("")
+    last = table[table["horizon"] == max(horizons)].set_index("label")
+    for i, label in enumerate(order):
+        regime = last.loc[label, "regime_none"] if label in last.index else "missing"
+        if regime != "stable":
+            axes[0, 0].annotate(str(regime).replace("_", " "), (1.0, i), xycoords=("axes fraction", "data"),
+                                xytext=(-3, 0), textcoords="offset points", ha="right", va="center", fontsize=6.5,
+                                color="0.2")
+    axes[0, 1].legend(title="steps", fontsize=7, title_fontsize=7, loc="best")
+    return fig
+
+
+@styled
+def fig_regime_trajectories(points: pd.DataFrame, *, labels: Mapping[int, str] | None = None,
+                            fig: Figure | None = None) -> Figure:
+    """Each cell's runs on the (H(Z|X), MI) plane over training: one panel per cell, a path per filter condition.
+
+    The dashed lines cross at the no-filter run's first reading, so the lower-right quadrant is "more varied and
+    less input-dependent than at the start": a path that ends there went towards template collapse.
+
+    Args:
+        points: :func:`ragen2.repro.regime_map.cell_steps` (``cell, condition, seed, step, cond_entropy, mi``).
+        labels: cell -> panel title (default: ``cell <n>``).
+    """
+    require_columns(points, ("cell", "condition", "seed", "step", "cond_entropy", "mi"), "points")
+    cells = sorted(points["cell"].unique())
+    n_cols = min(4, len(cells))
+    n_rows = math.ceil(len(cells) / n_cols)
+    levels = level_order(points["condition"], CONDITION_ORDER)
+    colors = level_colors(levels, "condition")
+    fig, axes = panel_grid(n_rows, n_cols, fig, (2.6, 2.4))
+    for ax in axes.ravel()[len(cells):]:
+        ax.set_visible(False)
+    for ax, cell in zip(axes.ravel(), cells):
+        part = points[points["cell"] == cell]
+        for (cond, _seed), run in part.groupby(["condition", "seed"]):
+            run = run.sort_values("step")
+            ax.plot(run["cond_entropy"], run["mi"], color=colors[cond], lw=1.1, label=cond)
+            ax.scatter(run["cond_entropy"].iloc[:1], run["mi"].iloc[:1], color=colors[cond], marker="o", s=18)
+            ax.scatter(run["cond_entropy"].iloc[-1:], run["mi"].iloc[-1:], color=colors[cond], marker="X", s=30)
+        start = part[part["condition"] == "none"].sort_values("step")
+        if len(start):
+            ax.axvline(start["cond_entropy"].iloc[0], color="0.5", ls="--", lw=0.7)
+            ax.axhline(start["mi"].iloc[0], color="0.5", ls="--", lw=0.7)
+        ax.set_title((labels or {}).get(cell, f"cell {cell}"), fontsize=7)
+        ax.set_xlabel("H(Z|X) (nats/token)")
+        ax.set_ylabel("MI (nats/token)")
+    handles, names = axes.ravel()[0].get_legend_handles_labels()
+    unique = dict(zip(names, handles))
+    fig.legend(list(unique.values()), list(unique.keys()), loc="outside lower center", ncols=len(unique),
+               fontsize=7)
+    return fig
+
+
+@styled
+def fig_regime_curves(steps: pd.DataFrame, metric: str, *, ylabel: str, labels: Mapping[int, str] | None = None,
+                      fig: Figure | None = None) -> Figure:
+    """One metric over training for each cell of the regime map (a panel per cell, a line per filter condition).
+
+    Args:
+        steps: tidy steps of the map's runs with a ``cell`` column (``cell, condition, step, metric, value``).
+        metric: e.g. ``rollout/response_length_mean``.
+    """
+    require_columns(steps, ("cell", "condition", "step", "metric", "value"), "steps")
+    sub = metric_rows(steps, metric)
+    cells = sorted(sub["cell"].unique())
+    n_cols = min(4, len(cells))
+    n_rows = math.ceil(len(cells) / n_cols)
+    levels = level_order(sub["condition"], CONDITION_ORDER)
+    fig, axes = panel_grid(n_rows, n_cols, fig, (2.6, 2.1), sharey=True)
+    for ax in axes.ravel()[len(cells):]:
+        ax.set_visible(False)
+    for i, (ax, cell) in enumerate(zip(axes.ravel(), cells)):
+        sns.lineplot(data=sub[sub["cell"] == cell], x="step", y="value", hue="condition", hue_order=levels,
+                     palette=level_colors(levels, "condition"), estimator="mean", errorbar=None, lw=1.0, ax=ax,
+                     legend=i == len(cells) - 1)
+        ax.set_title((labels or {}).get(cell, f"cell {cell}"), fontsize=7)
+        ax.set_xlabel("training step")
+        ax.set_ylabel(ylabel)
+    return fig

@@ -58,11 +58,16 @@ RUN_ARTIFACTS = {
 that every output its DVC stage declares exists (a test compares them with the notebooks' ``save_*`` calls)."""
 
 
+OWN_PIPELINE_NOTEBOOKS = {"09_regime_map": "regime_map/dvc.yaml"}
+"""Notebooks executed by a pipeline of their own (its ``dvc.yaml``), not by the paper's: the regime map."""
+
+
 def parameters_key(notebook: str) -> str:
     """The notebook's key in ``pipeline.notebooks`` of ``params.yaml``: its stem without the number
     (``03_main_results`` -> ``main_results``)."""
-    if notebook not in NOTEBOOK_STUDIES:
-        raise ValueError(f"unknown notebook {notebook!r}; known: {', '.join(NOTEBOOK_STUDIES)}")
+    if notebook not in NOTEBOOK_STUDIES and notebook not in OWN_PIPELINE_NOTEBOOKS:
+        known = [*NOTEBOOK_STUDIES, *OWN_PIPELINE_NOTEBOOKS]
+        raise ValueError(f"unknown notebook {notebook!r}; known: {', '.join(known)}")
     return notebook.split("_", 1)[1]
 
 
@@ -144,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ragen2.repro.notebook_stages", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="execute one notebook with its parameters from params.yaml")
-    run.add_argument("notebook", choices=list(NOTEBOOK_STUDIES))
+    run.add_argument("notebook", choices=[*NOTEBOOK_STUDIES, *OWN_PIPELINE_NOTEBOOKS])
     run.add_argument("--runs-root", default="data/runs")
     run.add_argument("--fig-dir", default="paper_figures")
     run.add_argument("--executed-dir", default="data/executed")

@@ -12,6 +12,7 @@ import pytest
 from ragen2.repro import notebook_stages
 from ragen2.repro.notebook_stages import (
     NOTEBOOK_STUDIES,
+    OWN_PIPELINE_NOTEBOOKS,
     input_manifests,
     notebook_parameters,
     parameters_key,
@@ -49,7 +50,8 @@ def test_declared_studies_are_the_ones_the_notebook_loads(notebook):
 
 
 def test_every_notebook_has_its_parameters_in_every_profile(tmp_path):
-    assert sorted(p.stem for p in (REPO / "notebooks").glob("[0-9][0-9]_*.ipynb")) == list(NOTEBOOK_STUDIES)
+    assert sorted(p.stem for p in (REPO / "notebooks").glob("[0-9][0-9]_*.ipynb")) == sorted(
+        [*NOTEBOOK_STUDIES, *OWN_PIPELINE_NOTEBOOKS])
     for name in PROFILE_NAMES:
         profile = build(name)
         assert {parameters_key(nb) for nb in NOTEBOOK_STUDIES} == set(profile.notebooks)

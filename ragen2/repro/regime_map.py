@@ -1,0 +1,389 @@
+"""The regime map: under which training conditions does template collapse emerge at CPU scale?
+
+A screening study with a pipeline of its own (``regime_map/dvc.yaml``, ``make regime-map``; docs/method.md §7.11).
+Four factors the paper's mechanism points at, each at two levels (:data:`FACTORS`), in a half fraction of the
+2^4 design (:func:`design`: eight cells, the fourth factor's level the product of the other three's signs, so
+every main effect is free of two-factor interactions). Each cell is one seed of FrozenLake GRPO with no filter
+and with Top-p (the CPU main study's filter), paired, :data:`STEPS` steps, no KL and no early stop; run length
+is read from the same runs at each of :data:`HORIZONS`. Every run is classified by the collapse definition of
+:mod:`ragen2.repro.collapse_criteria`, fixed before these runs.
+
+- :func:`build` writes the pipeline's params (``python -m ragen2 profile regime_map --write regime_map/params.yaml``).
+- :func:`map_table` is the map: per cell and horizon the no-filter run's regime and MI change, and the Top-p minus
+  none differences; :func:`cell_steps` the smoothed (H(Z|X), MI) trajectories; :func:`sample_reasonings` the texts.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ragen2.config import RunConfig, deep_merge, from_dict
+from ragen2.repro import collapse_criteria as cc
+from ragen2.repro.profiles import NO_FILTER, TOP_P, Profile, base_config
+from ragen2.repro.run_ids import parse_run_id, run_id
+
+STUDY = "map"
+"""Study tag of the map's run ids (``frozenlake__grpo__none__map3__s0``: cell 3)."""
+STEPS = 200
+HORIZONS = (100, 200)
+"""Run lengths at which the map is read (the first from the same runs, cut)."""
+PARAMS = "regime_map/params.yaml"
+DVC_FILE = "regime_map/dvc.yaml"
+RUNS_ROOT = "data/regime_map/runs"
+CACHE_DIR = "data/regime_map/cache"
+NOTEBOOK = "09_regime_map"
+
+
+@dataclass(frozen=True)
+class Factor:
+    name: str
+    path: str
+    """The RunConfig key it sets."""
+    levels: tuple[float, float]
+    """(low, high)."""
+    why: str
+
+
+FACTORS = (
+    Factor("sft_steps", "warm_start.steps", (600, 1500),
+           "warm-start strength: a stronger start leaves more groups with zero reward variance (low SNR)"),
+    Factor("template_fraction", "warm_start.template_fraction", (0.3, 0.6),
+           "share of template reasoning in the SFT corpus: how easy the template is to fall back on"),
+    Factor("entropy_coef", "trainer.entropy_coef", (0.01, 0.03),
+           "the input-agnostic regulariser (entropy bonus on reasoning tokens; 0.05 blew up into noise)"),
+    Factor("actor_lr", "trainer.actor_lr", (1e-4, 3e-4), "how far a run can drift in its steps"),
+)
+"""The screened factors; the last one is set by the design generator."""
+
+FIXED = {
+    "trainer": {"algo": "grpo", "steps": STEPS, "entropy_scope": "reasoning", "kl_coef": 0.0,
+                "save_freq": STEPS // 2, "keep_every": STEPS // 2},
+    "grad_analysis": {"enabled": False},
+}
+"""Settings shared by every run of the map (on top of the CPU profile's base): the mechanism study's shape."""
+FILTERS = {"none": NO_FILTER, "top_p": {**TOP_P, "include_zero": False}}
+"""No filter, and the CPU main study's Top-p (0.9, linear mode, zero-variance groups dropped)."""
+
+
+def design(factors: Sequence[Factor] = FACTORS) -> pd.DataFrame:
+    """The half-fraction 2^(k-1) design: one row per cell (``cell`` and each factor's value and sign).
+
+    The first k-1 factors run over all sign combinations (the first varying slowest); the last factor's sign is
+    their product (defining relation I = ABCD for four factors: resolution IV).
+    """
+    rows = []
+    for cell, signs in enumerate(itertools.product((-1, 1), repeat=len(factors) - 1)):
+        signs = (*signs, int(np.prod(signs)))
+        row: dict[str, Any] = {"cell": cell}
+        for f, s in zip(factors, signs, strict=True):
+            row[f.name] = f.levels[0] if s < 0 else f.levels[1]
+            row[f"{f.name}_sign"] = s
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def cell_label(row: pd.Series | dict, factors: Sequence[Factor] = FACTORS) -> str:
+    """``SFT 600 · tmpl 0.3 · ent 0.01 · lr 0.0001``: a cell's levels in a few characters."""
+    short = {"sft_steps": "SFT", "template_fraction": "tmpl", "entropy_coef": "ent", "actor_lr": "lr"}
+    return " · ".join(f"{short.get(f.name, f.name)} {row[f.name]:g}" for f in factors)
+
+
+def _cell_overrides(row: pd.Series, factors: Sequence[Factor]) -> dict[str, Any]:
+    over: dict[str, Any] = {}
+    for f in factors:
+        section, key = f.path.split(".")
+        value = row[f.name]
+        over.setdefault(section, {})[key] = int(value) if f.path == "warm_start.steps" else float(value)
+    return over
+
+
+def build(smoke: bool = False, seeds: int = 1) -> Profile:
+    """The map's profile: ``base`` = the CPU (``smoke``: smoke) base with :data:`FIXED`, runs = cells x filters x seeds.
+
+    Warm starts live in :data:`CACHE_DIR`, runs in :data:`RUNS_ROOT` (``pipeline`` says so).
+    """
+    from ragen2.repro.profiles import _with_overrides_minimal
+    from ragen2.warmstart import warm_start_key
+
+    base = deep_merge(base_config("smoke" if smoke else "cpu"), FIXED)
+    if smoke:
+        base = deep_merge(base, {"trainer": {"steps": 2, "save_freq": 1, "keep_every": 1}})
+    from_dict(RunConfig, base)
+    cells = design()
+    factors = FACTORS
+    if smoke:  # the smoke warm starts: the smoke profile's SFT length at both "strength" levels (1x and 2x)
+        smoke_steps = base["warm_start"]["steps"]
+        factors = (Factor(FACTORS[0].name, FACTORS[0].path, (smoke_steps, 2 * smoke_steps), FACTORS[0].why),
+                   *FACTORS[1:])
+        cells = design(factors)
+    runs: dict[str, dict[str, Any]] = {}
+    for _, row in cells.iterrows():
+        for label, filt in FILTERS.items():
+            for seed in range(seeds):
+                rid = run_id("frozenlake", "grpo", "none" if label == "none" else "topp0p9",
+                             f"{STUDY}{int(row['cell'])}", seed)
+                runs[rid] = deep_merge({"seed": seed, "filter": dict(filt)}, _cell_overrides(row, factors))
+    runs = _with_overrides_minimal(base, runs)
+    probe = Profile(name="regime_map", base=base, runs=runs, notebooks={})
+    keys = {rid: f"{CACHE_DIR}/warm_start/{warm_start_key(probe.config(rid))}" for rid in runs}
+    notebooks = {"regime_map": {"smoke": smoke, "params": PARAMS, "cache_dir": CACHE_DIR,
+                                "boards": 2 if smoke else 3, "samples": 1 if smoke else 2}}
+    return Profile(name="regime_map_smoke" if smoke else "regime_map", base=base, runs=runs, notebooks=notebooks,
+                   warm_start_keys=keys,
+                   written_by=f"python -m ragen2 profile {'regime_map_smoke' if smoke else 'regime_map'} "
+                              f"--write {PARAMS}")
+
+
+def params(profile: Profile) -> dict[str, Any]:
+    """The map pipeline's params file: ``base``, ``runs`` and ``pipeline`` (no realization check: one screen)."""
+    out = profile.params()
+    out["pipeline"].pop("realization", None)
+    out["pipeline"].update({"runs_root": RUNS_ROOT, "cache_dir": CACHE_DIR, "dvc_file": DVC_FILE})
+    return out
+
+
+def params_yaml(profile: Profile) -> str:
+    import yaml
+
+    header = (f"# ragen2 regime-map parameters, written by `{profile.written_by}`;"
+              " edit ragen2/repro/regime_map.py, not this file.\n"
+              "# base: a complete ragen2.config.RunConfig (1:1); runs: run id -> overrides of base;\n"
+              "# pipeline: DVC/notebook metadata that is not part of any RunConfig.\n")
+    return header + yaml.safe_dump(params(profile), sort_keys=False, default_flow_style=False, width=110)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading the map
+# ---------------------------------------------------------------------------------------------
+WIDE_METRICS = (cc.MI, cc.RETRIEVAL, cc.ENTROPY, cc.SHARED_PREFIX, cc.UNGROUNDED, cc.LENGTH, "val/success",
+                "filter/zero_variance_count", "filter/kept_ratio")
+
+
+def wide_steps(steps: pd.DataFrame, metrics: Sequence[str] = WIDE_METRICS) -> pd.DataFrame:
+    """The tidy steps frame as one row per (run, step) with a column per metric (what :mod:`collapse_criteria` reads)."""
+    part = steps[steps["metric"].isin(metrics)]
+    wide = part.pivot_table(index=["run_id", "step"], columns="metric", values="value", aggfunc="last")
+    wide.columns.name = None
+    return wide.reset_index()
+
+
+def _run_cells(runs: pd.DataFrame) -> pd.DataFrame:
+    parts = runs["run_id"].map(parse_run_id)
+    out = runs[["run_id"]].copy()
+    out["cell"] = [int(p["study_value"]) for p in parts]
+    out["seed"] = [p["seed"] for p in parts]
+    out["condition"] = ["none" if p["filter_tag"] == "none" else "top_p" for p in parts]
+    return out
+
+
+def _last_value(frame: pd.DataFrame, metric: str, window: int = cc.SMOOTH_READINGS) -> float:
+    values = frame[["step", metric]].dropna().sort_values("step")[metric] if metric in frame else pd.Series(dtype=float)
+    return float(values.tail(window).mean()) if len(values) else math.nan
+
+
+def map_table(runs: pd.DataFrame, steps: pd.DataFrame, warm_starts: pd.DataFrame | None = None,
+              horizons: Sequence[int] = HORIZONS, env_groups: int = 8) -> pd.DataFrame:
+    """The regime map: one row per (cell, seed, horizon).
+
+    Columns: the cell's factor levels; ``ws_greedy_success`` (the greedy success of the cell's warm start, when
+    ``warm_starts``, a :func:`ragen2.repro.warm_starts.warm_start_table`, is given);
+    ``regime_none`` / ``regime_top_p`` (:func:`ragen2.repro.collapse_criteria.classify_run` on the steps up to the
+    horizon); for the no-filter run ``mi_change_none`` (smoothed end minus first reading), ``mi_drop_none`` (peak
+    minus end), ``entropy_change_none`` (H(Z|X), end minus first), ``shared_prefix_rise_none``,
+    ``length_ratio_none``, ``zero_variance_share_none`` (zero-variance groups over ``env_groups``, mean of the
+    horizon's last 20 steps) and ``success_change_none`` (validation success, last minus first); and the paired
+    Top-p minus none differences of the smoothed final MI (``mi_diff``) and final validation success
+    (``success_diff``, mean of the last :data:`~ragen2.repro.collapse_criteria.SMOOTH_READINGS` validations).
+    """
+    labels = _run_cells(runs).set_index("run_id")
+    levels = runs.set_index("run_id")[[f.path for f in FACTORS]]
+    wide = wide_steps(steps)
+    rows = []
+    for horizon in horizons:
+        cut = wide[wide["step"] <= horizon]
+        per_run = {}
+        for rid, frame in cut.groupby("run_id"):
+            klass = cc.classify_run(frame)
+            zero = frame[["step", "filter/zero_variance_count"]].dropna() if "filter/zero_variance_count" in frame \
+                else pd.DataFrame(columns=["step", "filter/zero_variance_count"])
+            success = frame[["step", "val/success"]].dropna().sort_values("step") if "val/success" in frame \
+                else pd.DataFrame(columns=["step", "val/success"])
+            per_run[rid] = {**klass, "final_mi_smoothed": klass["mi_end"],
+                            "final_success": _last_value(frame, "val/success"),
+                            "success_change": (float(success["val/success"].iloc[-1] - success["val/success"].iloc[0])
+                                               if len(success) else math.nan),
+                            "zero_variance_share": (float(zero.sort_values("step").tail(20)[
+                                "filter/zero_variance_count"].mean()) / env_groups if len(zero) else math.nan)}
+        for (cell, seed), group in labels.groupby(["cell", "seed"]):
+            by_cond = {cond: per_run.get(rid) for rid, cond in zip(group.index, group["condition"], strict=True)}
+            none, top = by_cond.get("none"), by_cond.get("top_p")
+            values = {f.name: levels.loc[group.index[0], f.path] for f in FACTORS}  # the cell's levels, from its config
+            row: dict[str, Any] = {"cell": cell, "label": cell_label(values), "seed": seed, "horizon": horizon,
+                                   **values}
+            if warm_starts is not None:
+                match = warm_starts[(warm_starts["sft_steps"] == row["sft_steps"])
+                                    & np.isclose(warm_starts["template_fraction"], row["template_fraction"])]
+                row["ws_greedy_success"] = float(match["greedy_success"].iloc[0]) if len(match) else math.nan
+            row["regime_none"] = none["regime"] if none else "missing"
+            row["regime_top_p"] = top["regime"] if top else "missing"
+            for key, col in (("mi_change", "mi_change_none"), ("mi_drop", "mi_drop_none"),
+                             ("entropy_rise_from_start", "entropy_change_none"),
+                             ("shared_prefix_rise", "shared_prefix_rise_none"), ("length_ratio", "length_ratio_none"),
+                             ("zero_variance_share", "zero_variance_share_none"),
+                             ("success_change", "success_change_none")):
+                if key == "mi_change":
+                    row[col] = none["mi_end"] - none["mi_start"] if none else math.nan
+                else:
+                    row[col] = none[key] if none else math.nan
+            row["mi_diff"] = top["final_mi_smoothed"] - none["final_mi_smoothed"] if none and top else math.nan
+            row["success_diff"] = top["final_success"] - none["final_success"] if none and top else math.nan
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def factor_effects(table: pd.DataFrame, column: str = "mi_change_none") -> pd.DataFrame:
+    """Main effect of each factor on ``column`` per horizon: mean at the high level minus mean at the low level."""
+    rows = []
+    for horizon, part in table.groupby("horizon"):
+        for f in FACTORS:
+            lo, hi = sorted(part[f.name].unique())[0], sorted(part[f.name].unique())[-1]
+            high, low = part.loc[part[f.name] == hi, column], part.loc[part[f.name] == lo, column]
+            rows.append({"horizon": horizon, "factor": f.name, "low": lo, "high": hi,
+                         "effect": float(high.mean() - low.mean()), "cells": int(len(part))})
+    return pd.DataFrame(rows)
+
+
+def cell_steps(steps: pd.DataFrame, smooth: int = cc.SMOOTH_READINGS) -> pd.DataFrame:
+    """Smoothed first-turn (H(Z|X), MI) readings per run: ``run_id, cell, condition, step, cond_entropy, mi``."""
+    wide = wide_steps(steps, (cc.MI, cc.ENTROPY)).dropna()
+    out = []
+    for rid, frame in wide.groupby("run_id"):
+        frame = frame.sort_values("step")
+        p = parse_run_id(rid)
+        out.append(pd.DataFrame({
+            "run_id": rid, "cell": int(p["study_value"]), "seed": p["seed"],
+            "condition": "none" if p["filter_tag"] == "none" else "top_p", "step": frame["step"].to_numpy(),
+            "cond_entropy": frame[cc.ENTROPY].rolling(smooth, min_periods=1).mean().to_numpy(),
+            "mi": frame[cc.MI].rolling(smooth, min_periods=1).mean().to_numpy()}))
+    cols = ["run_id", "cell", "seed", "condition", "step", "cond_entropy", "mi"]
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=cols)
+
+
+def sample_reasonings(run_dir: str | Path, phases: Sequence[str] = ("start", "mid", "end"), *, boards: int = 3,
+                      samples: int = 2, cache_dir: str | Path = CACHE_DIR, first_seed: int = 900_000,
+                      seed: int = 0) -> pd.DataFrame:
+    """First-turn reasonings of a run's policy at ``phases`` on ``boards`` fixed boards (env seeds from ``first_seed``).
+
+    The same boards and sampling seed for every phase and run, so texts can be compared side by side.
+
+    Returns:
+        ``run_id, phase, board, sample, reasoning, actions, success`` (one row per sampled episode).
+    """
+    import torch
+
+    from ragen2.repro.prompt_tables import PHASE_CHECKPOINTS
+    from ragen2.rollout.collect import collect_rollouts
+    from ragen2.rundir import load_run_policy
+
+    run_dir = Path(run_dir)
+    rows = []
+    for phase in phases:
+        if phase not in PHASE_CHECKPOINTS:
+            raise ValueError(f"phase must be one of {sorted(PHASE_CHECKPOINTS)}, got {phase!r}")
+        cfg, model, tokenizer = load_run_policy(run_dir, PHASE_CHECKPOINTS[phase], cache_dir)
+        seeds = [first_seed + i for i in range(boards)]
+        with torch.no_grad():
+            batch = collect_rollouts(model, tokenizer, cfg.env, cfg.rollout, seeds, group_size=samples,
+                                     temperature=cfg.rollout.temperature, seed=seed)
+        for i, traj in enumerate(batch.trajectories):
+            turn = traj.turns[0] if traj.turns else None
+            rows.append({"run_id": run_dir.name, "phase": phase, "board": traj.env_seed, "sample": i % samples,
+                         "reasoning": turn.think if turn else "", "actions": " ".join(turn.actions) if turn else "",
+                         "success": bool(traj.success)})
+    return pd.DataFrame(rows)
+
+
+def board_texts(env_cfg: Any, boards: int = 3, first_seed: int = 900_000) -> dict[int, str]:
+    """The first observation of each board (env seed) :func:`sample_reasonings` uses."""
+    from ragen2.envs import make
+
+    out = {}
+    for i in range(boards):
+        env = make(env_cfg.name, **copy.deepcopy(env_cfg.kwargs))
+        obs, _ = env.reset(seed=first_seed + i)
+        out[first_seed + i] = str(obs)
+    return out
+
+
+def factors_table(factors: Sequence[Factor] = FACTORS) -> pd.DataFrame:
+    """The screened factors: name, the config key it sets, its two levels and why it is on the map."""
+    return pd.DataFrame([{"factor": f.name, "config key": f.path, "low": f.levels[0], "high": f.levels[1],
+                          "why": f.why} for f in factors])
+
+
+def with_cells(steps: pd.DataFrame) -> pd.DataFrame:
+    """The map's tidy steps with ``cell`` (from the run id) and ``condition`` as ``none`` / ``top_p``."""
+    parts = {rid: parse_run_id(rid) for rid in steps["run_id"].unique()}
+    out = steps.copy()
+    out["cell"] = out["run_id"].map(lambda r: int(parts[r]["study_value"]))
+    out["condition"] = out["run_id"].map(lambda r: "none" if parts[r]["filter_tag"] == "none" else "top_p")
+    return out
+
+
+def example_pair(table: pd.DataFrame, runs: pd.DataFrame) -> tuple[str, str]:
+    """The no-filter run whose smoothed MI fell furthest from its peak by the last horizon, and its Top-p twin.
+
+    This choice is made after the runs: the notebook shows the cell most like a collapse, whatever it is.
+    """
+    last = table[table["horizon"] == table["horizon"].max()]
+    row = last.sort_values(["mi_drop_none", "cell"], ascending=[False, True]).iloc[0]
+    labels = _run_cells(runs)
+    pick = labels[(labels["cell"] == row["cell"]) & (labels["seed"] == row["seed"])].set_index("condition")
+    return str(pick.loc["none", "run_id"]), str(pick.loc["top_p", "run_id"])
+
+
+def texts_markdown(texts: pd.DataFrame, boards: dict[int, str], width: int = 160) -> str:
+    """Sampled reasonings as Markdown: per board its first observation, then a row per (phase, sample) with one
+    column per run (texts cut at ``width`` characters)."""
+    lines = []
+    runs = list(dict.fromkeys(texts["run_id"]))
+    for board, frame in texts.groupby("board", sort=True):
+        lines.append(f"**Board {board}**\n\n```\n{boards.get(board, '').strip()}\n```\n")
+        lines.append("| phase | sample | " + " | ".join(runs) + " |")
+        lines.append("|---|---|" + "---|" * len(runs))
+        for (phase, sample), part in frame.groupby(["phase", "sample"], sort=False):
+            cells = []
+            for rid in runs:
+                hit = part[part["run_id"] == rid]
+                if hit.empty:
+                    cells.append("")
+                    continue
+                r = hit.iloc[0]
+                text = " ".join(str(r["reasoning"]).split()) or "(no reasoning)"
+                text = text if len(text) <= width else text[: width - 1] + "…"
+                cells.append(f"{text} → `{r['actions']}` ({'success' if r['success'] else 'fail'})".replace("|", "/"))
+            lines.append(f"| {phase} | {sample} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def summary(table: pd.DataFrame) -> str:
+    """One sentence per horizon: how many cells' no-filter runs fall in each regime, and where MI fell."""
+    out = []
+    for horizon, part in table.groupby("horizon"):
+        counts = part["regime_none"].value_counts()
+        regimes = ", ".join(f"{n} {name.replace('_', ' ')}" for name, n in counts.items())
+        fell = part[part["mi_change_none"] < 0]
+        out.append(f"After {horizon} steps the no-filter runs of the {len(part)} cells are: {regimes}; "
+                   f"MI ended below its first reading in {len(fell)} of them"
+                   + (f" (cells {', '.join(str(c) for c in sorted(fell['cell']))})." if len(fell) else "."))
+    return " ".join(out)
