@@ -89,6 +89,33 @@ def test_stale_runs_are_the_train_stages_of_dvc_status():
     status["train_realization@frozenlake__ppo__none__main__s3"] = []
     assert stale_train_stages(status, "train_realization") == ["frozenlake__ppo__none__main__s3"]
     assert stale_train_stages(status) == ["frozenlake__grpo__none__main__s1", "frozenlake__ppo__none__main__s0"]
+    # the regime map's pipeline: its stages carry their file's name, and the paper's stale runs ignore them
+    status["regime_map/dvc.yaml:train@frozenlake__grpo__none__map3__s0"] = []
+    assert stale_train_stages(status, "regime_map/dvc.yaml:train") == ["frozenlake__grpo__none__map3__s0"]
+    assert stale_train_stages(status) == ["frozenlake__grpo__none__main__s1", "frozenlake__ppo__none__main__s0"]
+
+
+def test_a_pipeline_of_its_own_names_its_runs_root_and_train_stages(tmp_path, monkeypatch):
+    from ragen2.__main__ import _overrides, _params_runs_root, _train_stage
+
+    params = tmp_path / "params.yaml"
+    params.write_text("pipeline:\n  runs_root: data/regime_map/runs\n")
+    assert _params_runs_root(str(params)) == "data/regime_map/runs"
+    assert _params_runs_root(str(tmp_path / "missing.yaml")) == "data/runs"
+    args = build_parser().parse_args(["train-runs", "r1", "--params", str(params)])
+    assert _overrides(args) == ([], "data/regime_map/runs")
+    args = build_parser().parse_args(["commit-runs", "r1", "--dvc-file", "regime_map/dvc.yaml"])
+    assert _train_stage(args) == "regime_map/dvc.yaml:train"
+    assert _train_stage(build_parser().parse_args(["commit-runs", "r1"])) == "train"
+
+
+def test_profile_writes_the_regime_map_params(tmp_path, capsys):
+    from ragen2.repro import regime_map
+
+    out = tmp_path / "params.yaml"
+    assert main(["profile", "regime_map", "--write", str(out)]) == 0
+    assert out.read_text() == regime_map.params_yaml(regime_map.build())
+    assert f"{len(regime_map.build().runs)} runs" in capsys.readouterr().out
 
 
 def test_the_library_raises_config_errors_the_cli_turns_into_one_line(tmp_path):

@@ -747,7 +747,7 @@ def fig_regime_map(table: pd.DataFrame, *, fig: Figure | None = None) -> Figure:
 
 
 @styled
-def fig_regime_trajectories(points: pd.DataFrame, *, labels: Mapping[int, str] | None = None,
+def fig_regime_trajectories(points: pd.DataFrame, *, panel: str = "cell", labels: Mapping[int, str] | None = None,
                             fig: Figure | None = None) -> Figure:
     """Each cell's runs on the (H(Z|X), MI) plane over training: one panel per cell, a path per filter condition.
 
@@ -756,10 +756,11 @@ def fig_regime_trajectories(points: pd.DataFrame, *, labels: Mapping[int, str] |
 
     Args:
         points: :func:`ragen2.repro.regime_map.cell_steps` (``cell, condition, seed, step, cond_entropy, mi``).
-        labels: cell -> panel title (default: ``cell <n>``).
+        panel: the column with one panel per value (``cell``; ``seed`` for the confirming runs of one cell).
+        labels: panel value -> panel title (default: ``<panel> <value>``).
     """
-    require_columns(points, ("cell", "condition", "seed", "step", "cond_entropy", "mi"), "points")
-    cells = sorted(points["cell"].unique())
+    require_columns(points, (panel, "condition", "seed", "step", "cond_entropy", "mi"), "points")
+    cells = sorted(points[panel].unique())
     n_cols = min(4, len(cells))
     n_rows = math.ceil(len(cells) / n_cols)
     levels = level_order(points["condition"], CONDITION_ORDER)
@@ -768,7 +769,7 @@ def fig_regime_trajectories(points: pd.DataFrame, *, labels: Mapping[int, str] |
     for ax in axes.ravel()[len(cells):]:
         ax.set_visible(False)
     for ax, cell in zip(axes.ravel(), cells):
-        part = points[points["cell"] == cell]
+        part = points[points[panel] == cell]
         for (cond, _seed), run in part.groupby(["condition", "seed"]):
             run = run.sort_values("step")
             ax.plot(run["cond_entropy"], run["mi"], color=colors[cond], lw=1.1, label=cond)
@@ -778,7 +779,7 @@ def fig_regime_trajectories(points: pd.DataFrame, *, labels: Mapping[int, str] |
         if len(start):
             ax.axvline(start["cond_entropy"].iloc[0], color="0.5", ls="--", lw=0.7)
             ax.axhline(start["mi"].iloc[0], color="0.5", ls="--", lw=0.7)
-        ax.set_title((labels or {}).get(cell, f"cell {cell}"), fontsize=7)
+        ax.set_title((labels or {}).get(cell, f"{panel} {cell}"), fontsize=7)
         ax.set_xlabel("H(Z|X) (nats/token)")
         ax.set_ylabel("MI (nats/token)")
     handles, names = axes.ravel()[0].get_legend_handles_labels()

@@ -33,6 +33,12 @@ from ragen2.repro.run_ids import parse_run_id, run_id
 
 STUDY = "map"
 """Study tag of the map's run ids (``frozenlake__grpo__none__map3__s0``: cell 3)."""
+CONFIRM_STUDY = "confirm"
+"""Study tag of the confirming runs (``frozenlake__grpo__none__confirm5__s1``: cell 5, seed 1)."""
+CONFIRM_CELL = 5
+"""The cell the confirming study repeats: the screen's largest template collapse (chosen after the screen)."""
+CONFIRM_SEED_SETS = {"A": (1, 2, 3, 4), "B": (5, 6, 7, 8)}
+"""Two disjoint sets of paired seeds (the screen used seed 0); a verdict must hold in both."""
 STEPS = 200
 HORIZONS = (100, 200)
 """Run lengths at which the map is read (the first from the same runs, cut)."""
@@ -126,17 +132,21 @@ def build(smoke: bool = False, seeds: int = 1) -> Profile:
                    *FACTORS[1:])
         cells = design(factors)
     runs: dict[str, dict[str, Any]] = {}
+    confirm_seeds = [s for group in CONFIRM_SEED_SETS.values() for s in group]
     for _, row in cells.iterrows():
-        for label, filt in FILTERS.items():
-            for seed in range(seeds):
-                rid = run_id("frozenlake", "grpo", "none" if label == "none" else "topp0p9",
-                             f"{STUDY}{int(row['cell'])}", seed)
-                runs[rid] = deep_merge({"seed": seed, "filter": dict(filt)}, _cell_overrides(row, factors))
+        blocks = [(STUDY, range(seeds))]
+        if int(row["cell"]) == CONFIRM_CELL:
+            blocks.append((CONFIRM_STUDY, [g[0] for g in CONFIRM_SEED_SETS.values()] if smoke else confirm_seeds))
+        for study, study_seeds in blocks:
+            for label, filt in FILTERS.items():
+                for seed in study_seeds:
+                    rid = run_id("frozenlake", "grpo", "none" if label == "none" else "topp0p9",
+                                 f"{study}{int(row['cell'])}", seed)
+                    runs[rid] = deep_merge({"seed": seed, "filter": dict(filt)}, _cell_overrides(row, factors))
     runs = _with_overrides_minimal(base, runs)
     probe = Profile(name="regime_map", base=base, runs=runs, notebooks={})
     keys = {rid: f"{CACHE_DIR}/warm_start/{warm_start_key(probe.config(rid))}" for rid in runs}
-    notebooks = {"regime_map": {"smoke": smoke, "params": PARAMS, "cache_dir": CACHE_DIR,
-                                "boards": 2 if smoke else 3, "samples": 1 if smoke else 2}}
+    notebooks = {"regime_map": {"smoke": smoke, "boards": 2 if smoke else 3, "samples": 1 if smoke else 2}}
     return Profile(name="regime_map_smoke" if smoke else "regime_map", base=base, runs=runs, notebooks=notebooks,
                    warm_start_keys=keys,
                    written_by=f"python -m ragen2 profile {'regime_map_smoke' if smoke else 'regime_map'} "
@@ -204,6 +214,7 @@ def map_table(runs: pd.DataFrame, steps: pd.DataFrame, warm_starts: pd.DataFrame
     Top-p minus none differences of the smoothed final MI (``mi_diff``) and final validation success
     (``success_diff``, mean of the last :data:`~ragen2.repro.collapse_criteria.SMOOTH_READINGS` validations).
     """
+    runs = runs[runs["run_id"].map(lambda r: parse_run_id(r)["study"] == STUDY)]
     labels = _run_cells(runs).set_index("run_id")
     levels = runs.set_index("run_id")[[f.path for f in FACTORS]]
     wide = wide_steps(steps)
@@ -223,7 +234,7 @@ def map_table(runs: pd.DataFrame, steps: pd.DataFrame, warm_starts: pd.DataFrame
                                                if len(success) else math.nan),
                             "zero_variance_share": (float(zero.sort_values("step").tail(20)[
                                 "filter/zero_variance_count"].mean()) / env_groups if len(zero) else math.nan)}
-        for (cell, seed), group in labels.groupby(["cell", "seed"]):
+        for (cell, seed), group in labels.groupby(["cell", "seed"]):  # the map's runs only (not the confirming ones)
             by_cond = {cond: per_run.get(rid) for rid, cond in zip(group.index, group["condition"], strict=True)}
             none, top = by_cond.get("none"), by_cond.get("top_p")
             values = {f.name: levels.loc[group.index[0], f.path] for f in FACTORS}  # the cell's levels, from its config
@@ -340,12 +351,15 @@ def with_cells(steps: pd.DataFrame) -> pd.DataFrame:
 
 
 def example_pair(table: pd.DataFrame, runs: pd.DataFrame) -> tuple[str, str]:
-    """The no-filter run whose smoothed MI fell furthest from its peak by the last horizon, and its Top-p twin.
+    """A no-filter run in template collapse at the last horizon (the one whose smoothed MI fell furthest from its
+    peak; without any, the largest fall of all) and its Top-p twin.
 
-    This choice is made after the runs: the notebook shows the cell most like a collapse, whatever it is.
+    Chosen after the runs, so that a reader sees the template if the map has one. (The rule first written, the
+    largest fall of all, picked an entropy blow-up into noise in the committed map; it was changed after seeing it.)
     """
     last = table[table["horizon"] == table["horizon"].max()]
-    row = last.sort_values(["mi_drop_none", "cell"], ascending=[False, True]).iloc[0]
+    collapsed = last[last["regime_none"] == "template_collapse"]
+    row = (collapsed if len(collapsed) else last).sort_values(["mi_drop_none", "cell"], ascending=[False, True]).iloc[0]
     labels = _run_cells(runs)
     pick = labels[(labels["cell"] == row["cell"]) & (labels["seed"] == row["seed"])].set_index("condition")
     return str(pick.loc["none", "run_id"]), str(pick.loc["top_p", "run_id"])
@@ -387,3 +401,72 @@ def summary(table: pd.DataFrame) -> str:
                    f"MI ended below its first reading in {len(fell)} of them"
                    + (f" (cells {', '.join(str(c) for c in sorted(fell['cell']))})." if len(fell) else "."))
     return " ".join(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# The confirming study: one cell, two disjoint sets of paired seeds
+# ---------------------------------------------------------------------------------------------
+def confirm_table(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """One row per confirming run: ``run_id, seed, seed_set, condition, regime`` and the numbers behind it, with
+    ``final_mi`` (smoothed, as :func:`ragen2.repro.collapse_criteria.classify_run` reads it) and ``final_success``."""
+    set_of = {seed: name for name, group in CONFIRM_SEED_SETS.items() for seed in group}
+    wide = wide_steps(steps)
+    rows = []
+    for rid in runs["run_id"]:
+        p = parse_run_id(rid)
+        if p["study"] != CONFIRM_STUDY:
+            continue
+        frame = wide[wide["run_id"] == rid]
+        klass = cc.classify_run(frame)
+        rows.append({"run_id": rid, "cell": int(p["study_value"]), "seed": p["seed"],
+                     "seed_set": set_of.get(p["seed"], "?"),
+                     "condition": "none" if p["filter_tag"] == "none" else "top_p", "regime": klass["regime"],
+                     "final_mi": klass["mi_end"], "mi_drop": klass["mi_drop"],
+                     "shared_prefix_rise": klass["shared_prefix_rise"], "length_ratio": klass["length_ratio"],
+                     "final_success": _last_value(frame, "val/success")})
+    return pd.DataFrame(rows)
+
+
+def confirm_verdicts(table: pd.DataFrame) -> dict[str, Any]:
+    """C6 in the collapse regime, decided per seed set and then across both (docs/method.md §7.11).
+
+    Per seed set: the no-filter condition *collapses* when at least half its runs are in template collapse
+    (:func:`ragen2.repro.collapse_criteria.condition_collapses`); the MI part is the paired test of final MI, Top-p
+    minus none (:func:`ragen2.repro.claim_tests.paired_claim`, against C6's smallest effect). The set's verdict:
+    ``agree`` when no filter collapses, Top-p does not and the MI part agrees; ``disagree`` when no filter collapses
+    and Top-p collapses too or the MI part disagrees; else ``inconclusive`` (no collapse to prevent, or an
+    undecided MI part). Across sets: a verdict stands when both sets give it, else ``inconclusive`` (fragile).
+
+    Returns:
+        ``sets`` (set name -> dict of ``collapses_none``, ``collapses_top_p``, ``mi`` (the paired Claim) and
+        ``verdict``) and ``claim``, the C6 :class:`~ragen2.repro.claims.Claim` in this regime.
+    """
+    from ragen2.repro.claim_tests import SMALLEST_EFFECTS, paired_claim
+    from ragen2.repro.claims import Claim
+
+    sets: dict[str, dict[str, Any]] = {}
+    for name, part in table.groupby("seed_set", sort=True):
+        none = cc.condition_collapses(part.loc[part["condition"] == "none", "regime"])
+        top = cc.condition_collapses(part.loc[part["condition"] == "top_p", "regime"])
+        mi = paired_claim("C6", part, "final_mi", "top_p", "none", what=f"seed set {name}",
+                          paper_effect=SMALLEST_EFFECTS["C6_mi"])
+        if none and not top and mi.verdict == "agree":
+            verdict = "agree"
+        elif none and (top or mi.verdict == "disagree"):
+            verdict = "disagree"
+        else:
+            verdict = "inconclusive"
+        sets[str(name)] = {"collapses_none": none, "collapses_top_p": top, "mi": mi, "verdict": verdict}
+    verdicts = {v["verdict"] for v in sets.values()}
+    final = verdicts.pop() if len(sets) >= 2 and len(verdicts) == 1 else "inconclusive"
+    counts = "; ".join(
+        f"set {name}: template collapse in {int((part['regime'] == 'template_collapse')[part['condition'] == 'none'].sum())}"
+        f"/{int((part['condition'] == 'none').sum())} no-filter and "
+        f"{int((part['regime'] == 'template_collapse')[part['condition'] == 'top_p'].sum())}"
+        f"/{int((part['condition'] == 'top_p').sum())} Top-p runs, {sets[str(name)]['mi'].evidence} -> "
+        f"{sets[str(name)]['verdict']}" for name, part in table.groupby("seed_set", sort=True))
+    cell = int(table["cell"].iloc[0]) if len(table) else CONFIRM_CELL
+    fragile = " (the seed sets disagree: fragile)" if final == "inconclusive" and len(
+        {v["verdict"] for v in sets.values()}) > 1 else ""
+    claim = Claim("C6", final, f"regime-map cell {cell}, {STEPS} steps: {counts}{fragile}")
+    return {"sets": sets, "claim": claim}

@@ -143,3 +143,35 @@ def test_every_notebook_runs_from_its_own_folder_as_jupyterlab_starts_it(smoke_r
     scratch = root / SCRATCH_FIGURES
     assert (scratch / "fig_four_regimes_toy.png").exists() and (scratch / "claims_training_dynamics.csv").exists()
     assert not (root / "paper_figures").exists() and not (root / "notebooks" / "data").exists()
+
+
+@pytest.mark.slow
+def test_regime_map_notebook_runs_on_smoke_runs(tmp_path):
+    """Notebook 09 as its pipeline runs it, on two opposite cells of the smoke regime map (every factor differs) and
+    the confirming runs (three warm starts): the map's tables and figures are written."""
+    import pandas as pd
+    import torch
+
+    from ragen2.repro import regime_map as rm
+    from ragen2.trainer.loop import train
+    from ragen2.warmstart import initial_policy
+
+    torch.set_num_threads(1)
+    profile = rm.build(smoke=True)
+    runs_root, cache = tmp_path / "runs", tmp_path / "cache"
+    for rid in profile.runs:
+        if "__map0__" in rid or "__map7__" in rid or f"__{rm.CONFIRM_STUDY}" in rid:
+            cfg = profile.config(rid)
+            train(cfg, runs_root / rid, initial_policy(cfg, cache), resume=False, progress=False)
+    fig_dir = tmp_path / "figures"
+    params = {**profile.notebooks["regime_map"], "runs_root": str(runs_root), "fig_dir": str(fig_dir),
+              "cache_dir": str(cache)}
+    _execute(REPO / "notebooks" / "09_regime_map.ipynb", tmp_path / "09.ipynb", REPO, params)
+    table = pd.read_csv(fig_dir / "table_regime_map.csv")
+    assert sorted(set(table["cell"])) == [0, 7] and sorted(set(table["horizon"])) == list(rm.HORIZONS)
+    texts = pd.read_csv(fig_dir / "table_regime_texts.csv")
+    assert set(texts["phase"]) == {"start", "mid", "end"} and texts["run_id"].nunique() == 2
+    confirm = pd.read_csv(fig_dir / "table_regime_confirm.csv")
+    assert set(confirm["seed_set"]) == set(rm.CONFIRM_SEED_SETS) and set(confirm["cell"]) == {rm.CONFIRM_CELL}
+    for name in ("fig_regime_map", "fig_regime_trajectories", "fig_regime_length", "fig_regime_confirm"):
+        assert (fig_dir / f"{name}.png").is_file() and (fig_dir / f"{name}.md").is_file()

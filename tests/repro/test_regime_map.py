@@ -31,9 +31,10 @@ def test_design_is_a_balanced_half_fraction_whose_last_factor_is_the_product_of_
 
 def test_build_pairs_every_cell_with_and_without_the_filter():
     profile = rm.build()
-    assert len(profile.runs) == 2 * len(rm.design())
+    map_runs = [r for r in profile.runs if parse_run_id(r)["study"] == rm.STUDY]
+    assert len(map_runs) == 2 * len(rm.design())
     cells = rm.design().set_index("cell")
-    for rid in profile.runs:
+    for rid in map_runs:
         cfg = profile.config(rid)
         parts = parse_run_id(rid)
         cell = cells.loc[int(parts["study_value"])]
@@ -63,7 +64,7 @@ def test_params_name_the_pipeline_paths():
 
 def test_smoke_build_keeps_the_design_with_smoke_sizes():
     profile = rm.build(smoke=True)
-    assert len(profile.runs) == 16 and len(profile.warm_starts()) == 4
+    assert len(profile.runs) == 16 + 4 and len(profile.warm_starts()) == 4  # one confirming pair per seed set
     assert {profile.config(r).trainer.steps for r in profile.runs} == {2}
 
 
@@ -132,10 +133,15 @@ def test_factor_effects_are_high_minus_low_means():
     assert effects["effect"].tolist() == [1.5] * len(rm.FACTORS) and set(effects["horizon"]) == {200}
 
 
-def test_example_pair_is_the_largest_mi_fall_and_its_twin():
+def test_example_pair_is_a_template_collapse_before_a_larger_fall_of_another_kind():
     runs, steps = synthetic_map(collapsing_cell=5)
     table = rm.map_table(runs, steps)
     assert rm.example_pair(table, runs) == ("frozenlake__grpo__none__map5__s0", "frozenlake__grpo__topp0p9__map5__s0")
+    last = table["horizon"] == table["horizon"].max()
+    table.loc[last & (table["cell"] == 0), ["mi_drop_none", "regime_none"]] = [5.0, "noise"]
+    assert rm.example_pair(table, runs)[0] == "frozenlake__grpo__none__map5__s0"
+    table.loc[last & (table["cell"] == 5), "regime_none"] = "stable"  # no collapse anywhere: the largest fall
+    assert rm.example_pair(table, runs)[0] == "frozenlake__grpo__none__map0__s0"
 
 
 def test_summary_counts_regimes_per_horizon():
@@ -212,3 +218,67 @@ def test_pipeline_declares_every_run_warm_start_and_notebook_output():
     names = set(re.findall(r'save_(?:figure|table)\([^"]*"([a-z0-9_]+)"', source))
     assert names and all(any(o.startswith(f"paper_figures/{n}.") for o in outs) for n in names)
     assert f"notebooks/{rm.NOTEBOOK}.ipynb" in notebook["deps"] and rm.RUNS_ROOT in notebook["deps"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The confirming cell
+# ---------------------------------------------------------------------------------------------
+def test_build_adds_the_confirming_seed_sets_on_the_confirming_cell():
+    profile = rm.build()
+    confirm = [r for r in profile.runs if parse_run_id(r)["study"] == rm.CONFIRM_STUDY]
+    seeds = sorted({parse_run_id(r)["seed"] for r in confirm})
+    assert seeds == sorted(s for group in rm.CONFIRM_SEED_SETS.values() for s in group) and 0 not in seeds
+    assert not set(rm.CONFIRM_SEED_SETS["A"]) & set(rm.CONFIRM_SEED_SETS["B"])
+    cell = rm.design().set_index("cell").loc[rm.CONFIRM_CELL]
+    for rid in confirm:
+        cfg = profile.config(rid)
+        assert parse_run_id(rid)["study_value"] == rm.CONFIRM_CELL and cfg.seed == parse_run_id(rid)["seed"]
+        assert (cfg.warm_start.steps, cfg.trainer.entropy_coef, cfg.trainer.actor_lr) == (
+            cell["sft_steps"], cell["entropy_coef"], cell["actor_lr"])
+
+
+def _confirm_rows(regimes_none, regimes_top, mi_none, mi_top):
+    rows = []
+    for name, seeds in rm.CONFIRM_SEED_SETS.items():
+        for i, seed in enumerate(seeds):
+            rows.append({"run_id": f"n{seed}", "cell": 5, "seed": seed, "seed_set": name, "condition": "none",
+                         "regime": regimes_none[name][i], "final_mi": mi_none[name][i]})
+            rows.append({"run_id": f"t{seed}", "cell": 5, "seed": seed, "seed_set": name, "condition": "top_p",
+                         "regime": regimes_top[name][i], "final_mi": mi_top[name][i]})
+    return pd.DataFrame(rows)
+
+
+TC, ST = "template_collapse", "stable"
+
+
+def test_confirm_verdict_agrees_when_the_filter_prevents_the_collapse_in_both_sets():
+    table = _confirm_rows({"A": [TC, TC, TC, ST], "B": [TC, TC, ST, ST]}, {"A": [ST] * 4, "B": [ST, ST, ST, TC]},
+                          {"A": [0.3, 0.35, 0.32, 0.5], "B": [0.31, 0.3, 0.4, 0.45]},
+                          {"A": [0.8, 0.9, 0.85, 0.95], "B": [0.82, 0.9, 0.88, 0.8]})
+    out = rm.confirm_verdicts(table)
+    assert [out["sets"][k]["verdict"] for k in ("A", "B")] == ["agree", "agree"] and out["claim"].verdict == "agree"
+    assert "template collapse in 3/4 no-filter and 0/4 Top-p runs" in out["claim"].evidence
+
+
+def test_confirm_verdict_disagrees_when_top_p_collapses_too_and_is_fragile_when_the_sets_differ():
+    same = {"A": [0.3, 0.35, 0.32, 0.5], "B": [0.31, 0.3, 0.4, 0.45]}
+    table = _confirm_rows({"A": [TC] * 4, "B": [TC] * 4}, {"A": [TC] * 4, "B": [TC, TC, ST, ST]}, same, same)
+    out = rm.confirm_verdicts(table)
+    assert out["claim"].verdict == "disagree"
+    table = _confirm_rows({"A": [TC] * 4, "B": [ST] * 4}, {"A": [TC] * 4, "B": [ST] * 4}, same, same)
+    out = rm.confirm_verdicts(table)
+    assert (out["sets"]["A"]["verdict"], out["sets"]["B"]["verdict"]) == ("disagree", "inconclusive")
+    assert out["claim"].verdict == "inconclusive" and "fragile" in out["claim"].evidence
+
+
+def test_confirm_table_reads_the_confirming_runs_only():
+    runs, steps = synthetic_map()
+    renamed = {r: r.replace("__map3__s0", "__confirm3__s1") for r in runs["run_id"] if "__map3__" in r}
+    extra_runs = runs[runs["run_id"].isin(renamed)].assign(run_id=lambda f: f["run_id"].map(renamed))
+    extra_steps = steps[steps["run_id"].isin(renamed)].assign(run_id=lambda f: f["run_id"].map(renamed))
+    runs = pd.concat([runs, extra_runs], ignore_index=True)
+    steps = pd.concat([steps, extra_steps], ignore_index=True)
+    table = rm.confirm_table(runs, steps)
+    assert sorted(table["run_id"]) == ["frozenlake__grpo__none__confirm3__s1", "frozenlake__grpo__topp0p9__confirm3__s1"]
+    assert set(table["seed_set"]) == {"A"} and table.set_index("condition").loc["none", "regime"] == TC
+    assert len(rm.map_table(runs, steps)) == 4  # the map ignores the confirming runs (2 cells x 2 horizons)
