@@ -76,7 +76,7 @@ repro: setup
 
 # The regime map (ragen2/repro/regime_map.py, docs/method.md §7.11): a screening study with its own pipeline,
 # regime_map/dvc.yaml, run the way `make repro` runs the paper's (warm starts, the stale runs on WORKERS processes,
-# then its notebook stage, 09_regime_map). Measured: see README Performance.
+# then its notebook stage, 09_regime_map). Its measured time: README Status.
 regime-map: export PATH := $(abspath $(VENV))/bin:$(PATH)
 regime-map: setup
 	dvc repro regime_map/dvc.yaml:warmstart

@@ -11,6 +11,8 @@ is read from the same runs at each of :data:`HORIZONS`. Every run is classified 
 - :func:`build` writes the pipeline's params (``python -m ragen2 profile regime_map --write regime_map/params.yaml``).
 - :func:`map_table` is the map: per cell and horizon the no-filter run's regime and MI change, and the Top-p minus
   none differences; :func:`cell_steps` the smoothed (H(Z|X), MI) trajectories; :func:`sample_reasonings` the texts.
+- The confirming study repeats one cell (:data:`CONFIRM_CELL`) on two disjoint sets of paired seeds
+  (:data:`CONFIRM_SEED_SETS`); :func:`confirm_table` and :func:`confirm_verdicts` decide C6 in that regime.
 """
 
 from __future__ import annotations
