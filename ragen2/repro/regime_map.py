@@ -30,7 +30,7 @@ import pandas as pd
 
 from ragen2.config import RunConfig, deep_merge, from_dict
 from ragen2.repro import collapse_criteria as cc
-from ragen2.repro.profiles import NO_FILTER, TOP_P, Profile, base_config
+from ragen2.repro.profiles import NO_FILTER, TOP_P, Profile, _filter_label, base_config
 from ragen2.repro.run_ids import parse_run_id, run_id
 
 STUDY = "map"
@@ -140,10 +140,9 @@ def build(smoke: bool = False, seeds: int = 1) -> Profile:
         if int(row["cell"]) == CONFIRM_CELL:
             blocks.append((CONFIRM_STUDY, [g[0] for g in CONFIRM_SEED_SETS.values()] if smoke else confirm_seeds))
         for study, study_seeds in blocks:
-            for label, filt in FILTERS.items():
+            for filt in FILTERS.values():
                 for seed in study_seeds:
-                    rid = run_id("frozenlake", "grpo", "none" if label == "none" else "topp0p9",
-                                 f"{study}{int(row['cell'])}", seed)
+                    rid = run_id("frozenlake", "grpo", _filter_label(filt), f"{study}{int(row['cell'])}", seed)
                     runs[rid] = deep_merge({"seed": seed, "filter": dict(filt)}, _cell_overrides(row, factors))
     runs = _with_overrides_minimal(base, runs)
     probe = Profile(name="regime_map", base=base, runs=runs, notebooks={})
@@ -157,8 +156,7 @@ def build(smoke: bool = False, seeds: int = 1) -> Profile:
 
 def params(profile: Profile) -> dict[str, Any]:
     """The map pipeline's params file: ``base``, ``runs`` and ``pipeline`` (no realization check: one screen)."""
-    out = profile.params()
-    out["pipeline"].pop("realization", None)
+    out = profile.params(realization=False)
     out["pipeline"].update({"runs_root": RUNS_ROOT, "cache_dir": CACHE_DIR, "dvc_file": DVC_FILE})
     return out
 
@@ -181,20 +179,24 @@ WIDE_METRICS = (cc.MI, cc.RETRIEVAL, cc.ENTROPY, cc.SHARED_PREFIX, cc.UNGROUNDED
 
 
 def wide_steps(steps: pd.DataFrame, metrics: Sequence[str] = WIDE_METRICS) -> pd.DataFrame:
-    """The tidy steps frame as one row per (run, step) with a column per metric (what :mod:`collapse_criteria` reads)."""
+    """The tidy steps frame as one row per (run, step) with a column per metric (what :mod:`collapse_criteria` reads),
+    keeping each run's ``condition`` and ``seed`` (:data:`ragen2.repro.runs.LABEL_COLUMNS`)."""
     part = steps[steps["metric"].isin(metrics)]
-    wide = part.pivot_table(index=["run_id", "step"], columns="metric", values="value", aggfunc="last")
+    wide = part.pivot_table(index=["run_id", "condition", "seed", "step"], columns="metric", values="value",
+                            aggfunc="last")
     wide.columns.name = None
     return wide.reset_index()
 
 
+def _cell(run_id: str) -> int:
+    """The cell of a map or confirming run, from its run id (the study's value)."""
+    return int(parse_run_id(run_id)["study_value"])
+
+
 def _run_cells(runs: pd.DataFrame) -> pd.DataFrame:
-    parts = runs["run_id"].map(parse_run_id)
-    out = runs[["run_id"]].copy()
-    out["cell"] = [int(p["study_value"]) for p in parts]
-    out["seed"] = [p["seed"] for p in parts]
-    out["condition"] = ["none" if p["filter_tag"] == "none" else "top_p" for p in parts]
-    return out
+    """``run_id, cell, seed, condition`` of each run (condition and seed as :func:`ragen2.repro.runs.read_runs`
+    labels them)."""
+    return runs[["run_id", "seed", "condition"]].assign(cell=runs["run_id"].map(_cell))
 
 
 def _last_value(frame: pd.DataFrame, metric: str, window: int = cc.SMOOTH_READINGS) -> float:
@@ -279,12 +281,10 @@ def cell_steps(steps: pd.DataFrame, smooth: int = cc.SMOOTH_READINGS) -> pd.Data
     """Smoothed first-turn (H(Z|X), MI) readings per run: ``run_id, cell, condition, step, cond_entropy, mi``."""
     wide = wide_steps(steps, (cc.MI, cc.ENTROPY)).dropna()
     out = []
-    for rid, frame in wide.groupby("run_id"):
+    for (rid, condition, seed), frame in wide.groupby(["run_id", "condition", "seed"]):
         frame = frame.sort_values("step")
-        p = parse_run_id(rid)
         out.append(pd.DataFrame({
-            "run_id": rid, "cell": int(p["study_value"]), "seed": p["seed"],
-            "condition": "none" if p["filter_tag"] == "none" else "top_p", "step": frame["step"].to_numpy(),
+            "run_id": rid, "cell": _cell(rid), "seed": seed, "condition": condition, "step": frame["step"].to_numpy(),
             "cond_entropy": frame[cc.ENTROPY].rolling(smooth, min_periods=1).mean().to_numpy(),
             "mi": frame[cc.MI].rolling(smooth, min_periods=1).mean().to_numpy()}))
     cols = ["run_id", "cell", "seed", "condition", "step", "cond_entropy", "mi"]
@@ -344,12 +344,9 @@ def factors_table(factors: Sequence[Factor] = FACTORS) -> pd.DataFrame:
 
 
 def with_cells(steps: pd.DataFrame) -> pd.DataFrame:
-    """The map's tidy steps with ``cell`` (from the run id) and ``condition`` as ``none`` / ``top_p``."""
-    parts = {rid: parse_run_id(rid) for rid in steps["run_id"].unique()}
-    out = steps.copy()
-    out["cell"] = out["run_id"].map(lambda r: int(parts[r]["study_value"]))
-    out["condition"] = out["run_id"].map(lambda r: "none" if parts[r]["filter_tag"] == "none" else "top_p")
-    return out
+    """The map's tidy steps with each run's ``cell`` (from its run id)."""
+    cells = {rid: _cell(rid) for rid in steps["run_id"].unique()}
+    return steps.assign(cell=steps["run_id"].map(cells))
 
 
 def example_pair(table: pd.DataFrame, runs: pd.DataFrame) -> tuple[str, str]:
@@ -414,15 +411,13 @@ def confirm_table(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     set_of = {seed: name for name, group in CONFIRM_SEED_SETS.items() for seed in group}
     wide = wide_steps(steps)
     rows = []
-    for rid in runs["run_id"]:
-        p = parse_run_id(rid)
-        if p["study"] != CONFIRM_STUDY:
+    for run in runs.itertuples(index=False):
+        if parse_run_id(run.run_id)["study"] != CONFIRM_STUDY:
             continue
-        frame = wide[wide["run_id"] == rid]
+        frame = wide[wide["run_id"] == run.run_id]
         klass = cc.classify_run(frame)
-        rows.append({"run_id": rid, "cell": int(p["study_value"]), "seed": p["seed"],
-                     "seed_set": set_of.get(p["seed"], "?"),
-                     "condition": "none" if p["filter_tag"] == "none" else "top_p", "regime": klass["regime"],
+        rows.append({"run_id": run.run_id, "cell": _cell(run.run_id), "seed": run.seed,
+                     "seed_set": set_of.get(run.seed, "?"), "condition": run.condition, "regime": klass["regime"],
                      "final_mi": klass["mi_end"], "mi_drop": klass["mi_drop"],
                      "shared_prefix_rise": klass["shared_prefix_rise"], "length_ratio": klass["length_ratio"],
                      "final_success": _last_value(frame, "val/success")})
@@ -447,9 +442,10 @@ def confirm_verdicts(table: pd.DataFrame) -> dict[str, Any]:
     from ragen2.repro.claims import Claim
 
     sets: dict[str, dict[str, Any]] = {}
+    lines = []
     for name, part in table.groupby("seed_set", sort=True):
-        none = cc.condition_collapses(part.loc[part["condition"] == "none", "regime"])
-        top = cc.condition_collapses(part.loc[part["condition"] == "top_p", "regime"])
+        regimes = {c: part.loc[part["condition"] == c, "regime"] for c in ("none", "top_p")}
+        none, top = cc.condition_collapses(regimes["none"]), cc.condition_collapses(regimes["top_p"])
         mi = paired_claim("C6", part, "final_mi", "top_p", "none", what=f"seed set {name}",
                           paper_effect=SMALLEST_EFFECTS["C6_mi"])
         if none and not top and mi.verdict == "agree":
@@ -459,14 +455,12 @@ def confirm_verdicts(table: pd.DataFrame) -> dict[str, Any]:
         else:
             verdict = "inconclusive"
         sets[str(name)] = {"collapses_none": none, "collapses_top_p": top, "mi": mi, "verdict": verdict}
+        n_none, n_top = (int((regimes[c] == "template_collapse").sum()) for c in ("none", "top_p"))
+        lines.append(f"set {name}: template collapse in {n_none}/{len(regimes['none'])} no-filter and "
+                     f"{n_top}/{len(regimes['top_p'])} Top-p runs, {mi.evidence} -> {verdict}")
     verdicts = {v["verdict"] for v in sets.values()}
     final = verdicts.pop() if len(sets) >= 2 and len(verdicts) == 1 else "inconclusive"
-    counts = "; ".join(
-        f"set {name}: template collapse in {int((part['regime'] == 'template_collapse')[part['condition'] == 'none'].sum())}"
-        f"/{int((part['condition'] == 'none').sum())} no-filter and "
-        f"{int((part['regime'] == 'template_collapse')[part['condition'] == 'top_p'].sum())}"
-        f"/{int((part['condition'] == 'top_p').sum())} Top-p runs, {sets[str(name)]['mi'].evidence} -> "
-        f"{sets[str(name)]['verdict']}" for name, part in table.groupby("seed_set", sort=True))
+    counts = "; ".join(lines)
     cell = int(table["cell"].iloc[0]) if len(table) else CONFIRM_CELL
     fragile = " (the seed sets disagree: fragile)" if final == "inconclusive" and len(
         {v["verdict"] for v in sets.values()}) > 1 else ""

@@ -81,15 +81,15 @@ def _series(first_half, second_half):
     return np.where(STEPS <= 100, a + (b - a) * STEPS / 100, b + (c - b) * (STEPS - 100) / 100)
 
 
-def _tidy(rid, metrics):
-    rows = [{"run_id": rid, "step": int(s), "metric": m, "value": float(v)}
+def _tidy(rid, metrics, condition, seed=0):
+    rows = [{"run_id": rid, "condition": condition, "seed": seed, "step": int(s), "metric": m, "value": float(v)}
             for m, values in metrics.items() for s, v in zip(STEPS, values, strict=True)]
     return rows
 
 
 def synthetic_map(collapsing_cell=3):
     """Two cells of the map: ``collapsing_cell``'s no-filter run collapses after step 100 (template), its Top-p twin
-    holds; cell 0 is stable in both."""
+    holds; cell 0 is stable in both. Runs and steps carry ``condition`` and ``seed`` as ``read_runs`` labels them."""
     d = rm.design().set_index("cell")
     runs, rows = [], []
     for cell in (0, collapsing_cell):
@@ -107,8 +107,8 @@ def synthetic_map(collapsing_cell=3):
                 "val/success": _series((0.6, 0.6), 0.5 if collapse else 0.7),
                 "filter/zero_variance_count": _series((4, 4), 6),
             }
-            rows += _tidy(rid, metrics)
-            runs.append({"run_id": rid, **{f.path: d.loc[cell, f.name] for f in rm.FACTORS}})
+            rows += _tidy(rid, metrics, cond)
+            runs.append({"run_id": rid, "condition": cond, "seed": 0, **{f.path: d.loc[cell, f.name] for f in rm.FACTORS}})
     return pd.DataFrame(runs), pd.DataFrame(rows)
 
 
@@ -274,8 +274,8 @@ def test_confirm_verdict_disagrees_when_top_p_collapses_too_and_is_fragile_when_
 def test_confirm_table_reads_the_confirming_runs_only():
     runs, steps = synthetic_map()
     renamed = {r: r.replace("__map3__s0", "__confirm3__s1") for r in runs["run_id"] if "__map3__" in r}
-    extra_runs = runs[runs["run_id"].isin(renamed)].assign(run_id=lambda f: f["run_id"].map(renamed))
-    extra_steps = steps[steps["run_id"].isin(renamed)].assign(run_id=lambda f: f["run_id"].map(renamed))
+    extra_runs = runs[runs["run_id"].isin(renamed)].assign(run_id=lambda f: f["run_id"].map(renamed), seed=1)
+    extra_steps = steps[steps["run_id"].isin(renamed)].assign(run_id=lambda f: f["run_id"].map(renamed), seed=1)
     runs = pd.concat([runs, extra_runs], ignore_index=True)
     steps = pd.concat([steps, extra_steps], ignore_index=True)
     table = rm.confirm_table(runs, steps)
