@@ -98,11 +98,9 @@ def _overrides(args: argparse.Namespace) -> tuple[list[str], str]:
 
 def _params_runs_root(params: str) -> str:
     """``pipeline.runs_root`` of a params file (a pipeline of its own, such as the regime map), else ``data/runs``."""
-    import yaml
+    from ragen2.config import read_params
 
-    path = Path(params)
-    data = yaml.safe_load(path.read_text()) if path.is_file() else None
-    pipeline = (data or {}).get("pipeline") or {}
+    pipeline = (read_params(params).get("pipeline") or {}) if Path(params).is_file() else {}
     return str(pipeline.get("runs_root", "data/runs"))
 
 

@@ -64,6 +64,16 @@ def panel_grid(
     return fig, axes
 
 
+def wrapped_panels(n: int, fig: Figure | None, panel_size: tuple[float, float], max_cols: int = 4,
+                   **kw: Any) -> tuple[Figure, list[Axes]]:
+    """``n`` panels in rows of at most ``max_cols`` (:func:`panel_grid`); the grid's unused axes are hidden."""
+    n_cols = min(max_cols, n)
+    fig, axes = panel_grid(math.ceil(n / n_cols), n_cols, fig, panel_size, **kw)
+    for ax in axes.ravel()[n:]:
+        ax.set_visible(False)
+    return fig, list(axes.ravel()[:n])
+
+
 def single_axes(ax: Axes | None, size: tuple[float, float] = (3.6, 2.8)) -> tuple[Figure, Axes]:
     """``ax`` and its figure, or a new figure of ``size`` with one axes."""
     if ax is not None:

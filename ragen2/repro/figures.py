@@ -38,6 +38,7 @@ from ragen2.repro.figure_style import (
     single_axes,
     styled,
     tick_label,
+    wrapped_panels,
 )
 
 QUADRANTS = {
@@ -761,14 +762,10 @@ def fig_regime_trajectories(points: pd.DataFrame, *, panel: str = "cell", labels
     """
     require_columns(points, (panel, "condition", "seed", "step", "cond_entropy", "mi"), "points")
     cells = sorted(points[panel].unique())
-    n_cols = min(4, len(cells))
-    n_rows = math.ceil(len(cells) / n_cols)
     levels = level_order(points["condition"], CONDITION_ORDER)
     colors = level_colors(levels, "condition")
-    fig, axes = panel_grid(n_rows, n_cols, fig, (2.6, 2.4))
-    for ax in axes.ravel()[len(cells):]:
-        ax.set_visible(False)
-    for ax, cell in zip(axes.ravel(), cells):
+    fig, axes = wrapped_panels(len(cells), fig, (2.6, 2.4))
+    for ax, cell in zip(axes, cells):
         part = points[points[panel] == cell]
         for (cond, _seed), run in part.groupby(["condition", "seed"]):
             run = run.sort_values("step")
@@ -782,7 +779,7 @@ def fig_regime_trajectories(points: pd.DataFrame, *, panel: str = "cell", labels
         ax.set_title((labels or {}).get(cell, f"{panel} {cell}"), fontsize=7)
         ax.set_xlabel("H(Z|X) (nats/token)")
         ax.set_ylabel("MI (nats/token)")
-    handles, names = axes.ravel()[0].get_legend_handles_labels()
+    handles, names = axes[0].get_legend_handles_labels()
     unique = dict(zip(names, handles))
     fig.legend(list(unique.values()), list(unique.keys()), loc="outside lower center", ncols=len(unique),
                fontsize=7)
@@ -801,13 +798,9 @@ def fig_regime_curves(steps: pd.DataFrame, metric: str, *, ylabel: str, labels: 
     require_columns(steps, ("cell", "condition", "step", "metric", "value"), "steps")
     sub = metric_rows(steps, metric)
     cells = sorted(sub["cell"].unique())
-    n_cols = min(4, len(cells))
-    n_rows = math.ceil(len(cells) / n_cols)
     levels = level_order(sub["condition"], CONDITION_ORDER)
-    fig, axes = panel_grid(n_rows, n_cols, fig, (2.6, 2.1), sharey=True)
-    for ax in axes.ravel()[len(cells):]:
-        ax.set_visible(False)
-    for i, (ax, cell) in enumerate(zip(axes.ravel(), cells)):
+    fig, axes = wrapped_panels(len(cells), fig, (2.6, 2.1), sharey=True)
+    for i, (ax, cell) in enumerate(zip(axes, cells)):
         sns.lineplot(data=sub[sub["cell"] == cell], x="step", y="value", hue="condition", hue_order=levels,
                      palette=level_colors(levels, "condition"), estimator="mean", errorbar=None, lw=1.0, ax=ax,
                      legend=i == len(cells) - 1)

@@ -218,19 +218,18 @@ class Profile:
         notebooks = {nb: {"params": parameters_key(nb)} for nb in NOTEBOOK_STUDIES if nb not in NO_CLAIM_NOTEBOOKS}
         return pipeline_entry(overrides, label, dict(sorted(warm_starts.items())), train, notebooks)
 
-    def params(self) -> dict[str, Any]:
-        """The ``params.yaml`` content: ``base``, ``runs`` and ``pipeline``."""
-        return {
-            "base": copy.deepcopy(self.base),
-            "runs": copy.deepcopy(self.runs),
-            "pipeline": {
-                "profile": self.name,
-                "warm_starts": self.warm_starts(),
-                "train": {rid: {"warm_start": path} for rid, path in self.warm_start_keys.items()},
-                "notebooks": copy.deepcopy(self.notebooks),
-                "realization": self.realization(),
-            },
+    def params(self, realization: bool = True) -> dict[str, Any]:
+        """The ``params.yaml`` content: ``base``, ``runs`` and ``pipeline`` (with ``pipeline.realization`` unless
+        ``realization`` is False: a pipeline without the realization check, such as the regime map's)."""
+        pipeline = {
+            "profile": self.name,
+            "warm_starts": self.warm_starts(),
+            "train": {rid: {"warm_start": path} for rid, path in self.warm_start_keys.items()},
+            "notebooks": copy.deepcopy(self.notebooks),
         }
+        if realization:
+            pipeline["realization"] = self.realization()
+        return {"base": copy.deepcopy(self.base), "runs": copy.deepcopy(self.runs), "pipeline": pipeline}
 
     def yaml(self) -> str:
         command = self.written_by or f"python -m ragen2 profile {self.name} --write params.yaml"
