@@ -27,6 +27,7 @@ no-filter runs are in template collapse.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -39,6 +40,9 @@ SHARED_PREFIX = "collapse_first_turn/shared_prefix_share"
 UNGROUNDED = "collapse_first_turn/ungrounded_share"
 LENGTH = "rollout/response_length_mean"
 SMOOTH_READINGS = 3
+WIDE_METRICS = (MI, RETRIEVAL, ENTROPY, SHARED_PREFIX, UNGROUNDED, LENGTH, "val/success", "filter/zero_variance_count",
+                "filter/kept_ratio")
+"""The per-step metrics :func:`wide_steps` keeps by default: what the rules and the run tables read."""
 REGIMES = ("template_collapse", "input_dependence_lost", "low_entropy_collapse", "noise", "stable")
 
 
@@ -129,6 +133,41 @@ def condition_collapses(regimes: pd.Series, criteria: Criteria = CRITERIA) -> bo
     """Whether a condition's no-filter runs collapse: at least ``collapsing_share`` of them in template collapse."""
     regimes = pd.Series(regimes)
     return bool(len(regimes) and np.mean(regimes == "template_collapse") >= criteria.collapsing_share)
+
+
+def wide_steps(steps: pd.DataFrame, metrics: Sequence[str] = WIDE_METRICS) -> pd.DataFrame:
+    """The tidy steps frame as one row per (run, step) with a column per metric (what :func:`classify_run` reads),
+    keeping each run's ``condition`` and ``seed`` (:data:`ragen2.repro.runs.LABEL_COLUMNS`)."""
+    part = steps[steps["metric"].isin(metrics)]
+    wide = part.pivot_table(index=["run_id", "condition", "seed", "step"], columns="metric", values="value",
+                            aggfunc="last")
+    wide.columns.name = None
+    return wide.reset_index()
+
+
+def last_smoothed(frame: pd.DataFrame, metric: str, window: int = SMOOTH_READINGS) -> float:
+    """The mean of a run's last ``window`` readings of ``metric`` (NaN without any)."""
+    values = frame[["step", metric]].dropna().sort_values("step")[metric] if metric in frame else pd.Series(dtype=float)
+    return float(values.tail(window).mean()) if len(values) else math.nan
+
+
+def run_regimes(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """One row per run of ``runs``: ``run_id, seed, condition, regime`` (:func:`classify_run`) and the numbers behind
+    it, with ``final_mi`` (smoothed, as the rules read it) and ``final_success`` (mean of the last readings).
+
+    ``steps`` is a tidy steps frame (:func:`ragen2.repro.runs.read_runs`) holding at least those runs.
+    """
+    wide = wide_steps(steps[steps["run_id"].isin(set(runs["run_id"]))])
+    rows = []
+    for run in runs.itertuples(index=False):
+        frame = wide[wide["run_id"] == run.run_id]
+        klass = classify_run(frame)
+        rows.append({"run_id": run.run_id, "seed": run.seed, "condition": run.condition, "regime": klass["regime"],
+                     "final_mi": klass["mi_end"], "mi_drop": klass["mi_drop"],
+                     "shared_prefix_rise": klass["shared_prefix_rise"], "length_ratio": klass["length_ratio"],
+                     "final_success": last_smoothed(frame, "val/success")})
+    return pd.DataFrame(rows, columns=["run_id", "seed", "condition", "regime", "final_mi", "mi_drop",
+                                       "shared_prefix_rise", "length_ratio", "final_success"])
 
 
 def criteria_table(criteria: Criteria = CRITERIA) -> pd.DataFrame:

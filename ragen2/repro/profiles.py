@@ -26,12 +26,11 @@ experiment (docs/method.md §7.0) found necessary to see the paper's mechanisms 
   (both conditions see the same env seeds), 30 steps of 8 x 8 rollouts, gradient decomposition on PPO
   and GRPO (steps 1 and 16). Its validation success at step 0 and at the end also measures whether the
   trainer learns.
-- ``mech`` study (C6 mechanism): the paper's signature appears at this scale only with an input-agnostic
-  regulariser the run controls: an entropy bonus on the reasoning tokens (``trainer.entropy_scope:
-  reasoning``, 0.02) and no KL. FrozenLake GRPO, no filter vs Top-p, 8 paired seeds, 40 steps. 8 seeds
-  because 4 leave C6's MI part inconclusive (its interval reached +0.102 nats against the 0.1 margin);
-  notebook 07 discloses that the seeds were added after that look. Its control is the main study's GRPO
-  cells (same warm start, seeds and filter; entropy 0.001 on all tokens).
+- ``mech`` study (C6): the regime map's confirming cell (:mod:`ragen2.repro.regime_map`, docs/method.md §7.12),
+  where template collapse appears at this scale: FrozenLake GRPO from its own warm start (1500 SFT steps), an entropy
+  bonus of 0.03 on the reasoning tokens (``trainer.entropy_scope: reasoning``), no KL, 150 steps, 4 paired seeds,
+  no filter vs Top-p vs Top-k 0.25. It has no control without the bonus (the main study's GRPO cells start from
+  the other warm start).
 - ``slip`` study (C5): FrozenLake GRPO at slip 0, 20 and 100 % (the main study's GRPO cells are the 2 %
   point), no filter vs Top-p, 4 paired seeds, 30 steps, the main study's trainer settings.
 - ``ent``, ``kl``, ``toppsweep`` studies (C7): one factor at a time around the main study's GRPO cells
@@ -41,8 +40,8 @@ experiment (docs/method.md §7.0) found necessary to see the paper's mechanisms 
   analysis borrows them (:func:`ragen2.repro.studies.slip_runs`, :func:`ragen2.repro.studies.sweep_table`)
   when every other setting is equal.
 - **Left out to fit the hour** (they are in the ``paper`` profile): Sokoban (its 350-step warm start reaches
-  greedy success 0.09, most answers cut at 64 tokens); Top-k 0.25; slip 5, 10 and 50 %; more seeds for the
-  sweeps; 100+ steps (MI needs about 100 steps to fall at this scale); a separate entropy-0 control.
+  greedy success 0.09, most answers cut at 64 tokens); Top-k 0.25 in the main study; slip 5, 10 and 50 %; more seeds for the
+  sweeps; 100+ steps outside the mechanism study; an entropy-0 control for it.
 
 Parallelism: DVC 3.67's ``dvc repro`` has no ``-j``; ``make repro`` trains the stale runs on two worker
 processes (one torch thread each, dearest first: :mod:`ragen2.repro.runqueue`) and records them with
@@ -167,6 +166,12 @@ class Sizes:
     curve_envs: tuple[tuple[str, str], ...] = ()
     """``(env, algorithm)`` pairs added to the main study with no filter, Top-p and Top-k: the environments of
     the paper's success curves that are not in its main table (docs/method.md §7.4)."""
+    mech_entropy: float = 0.02
+    """The mechanism study's entropy bonus on the reasoning tokens."""
+    mech_warm_start_steps: int = 0
+    """SFT steps of the mechanism study's own warm start (0: the base's warm start, shared with the other studies)."""
+    mech_topk: bool = False
+    """Add Top-k 0.25 runs to the mechanism study (the filter variants inside the collapse regime)."""
 
 
 @dataclass(frozen=True)
@@ -323,15 +328,18 @@ PROFILE_SETTINGS: dict[str, tuple[dict[str, dict[str, Any]], dict[str, dict[str,
 
 SIZES = {
     # CPU: fits ~60 min on 2 cores at the measured s/step (see the module docstring for what was cut)
+    # the mechanism study is the regime map's collapsing cell (regime_map.CONFIRM_CELL: the 1500-step warm start,
+    # entropy 0.03 on reasoning tokens; docs/method.md §7.12), with Top-k beside Top-p
     "cpu": Sizes(steps=30, main_envs=("frozenlake",), main_algos=ALGOS, main_seeds=4, topk=False,
-                 mech_steps=40, mech_seeds=8, control_seeds=0, aux_steps=30, aux_algo="grpo", mech_algo="grpo",
+                 mech_steps=150, mech_seeds=4, control_seeds=0, aux_steps=30, aux_algo="grpo", mech_algo="grpo",
                  main_include_zero=False, reuse_main=True, slips=(0.0, 0.02, 0.2, 1.0), slip_seeds=4,
                  sweep_env="frozenlake", ent_values=(0.0, 0.05), kl_values=(0.01, 0.1), topp_values=(0.6,),
-                 sweep_seeds=2),
+                 sweep_seeds=2, mech_entropy=0.03, mech_warm_start_steps=1500, mech_topk=True),
     "smoke": Sizes(steps=2, main_envs=("frozenlake",), main_algos=("ppo", "grpo"), main_seeds=2, topk=True,
                    mech_steps=2, mech_seeds=2, control_seeds=1, aux_steps=2, aux_algo="grpo", mech_algo="grpo",
                    main_include_zero=False, reuse_main=True, slips=(0.02, 0.5), slip_seeds=1,
-                   sweep_env="frozenlake", ent_values=(0.0,), kl_values=(0.01,), topp_values=(0.6,), sweep_seeds=1),
+                   sweep_env="frozenlake", ent_values=(0.0,), kl_values=(0.01,), topp_values=(0.6,), sweep_seeds=1,
+                   mech_entropy=0.03, mech_warm_start_steps=200, mech_topk=True),
     # paper: the reference's grid, one seed per cell (docs/method.md §7.1-§7.4); the mechanism study is ours
     # (the paper has none): 4 paired seeds with the reasoning entropy bonus and 4 without, as its control
     "paper": Sizes(steps=400, main_envs=PAPER_MAIN_ENVS, main_algos=ALGOS, main_seeds=1, topk=True,
@@ -390,14 +398,18 @@ def _grid(sizes: Sizes, algo_settings: dict[str, dict[str, Any]] | None = None,
         for filt in (NO_FILTER, top_p_main, TOP_K):
             add(env, algo, filt, "main", sizes.main_seeds, grad)
 
-    # collapse mechanism: entropy bonus on reasoning tokens, no KL, paired seeds
-    for coef, seeds in ((0.02, sizes.mech_seeds), (0.0, sizes.control_seeds)):
-        # the mid-run checkpoint is kept for notebook 07's early / mid / late prompt-level heatmaps
+    # collapse mechanism: entropy bonus on reasoning tokens, no KL, paired seeds, optionally its own warm start
+    mech_filters = (NO_FILTER, top_p_main, TOP_K) if sizes.mech_topk else (NO_FILTER, top_p_main)
+    for coef, seeds in ((sizes.mech_entropy, sizes.mech_seeds), (0.0, sizes.control_seeds)):
+        # the mid-run checkpoint is kept for notebook 07's early / mid / late prompt-level heatmaps; the gradient
+        # decomposition runs at the first step and the middle one
         half = max(sizes.mech_steps // 2, 1)
         extra = {"trainer": {"entropy_coef": coef, "entropy_scope": "reasoning", "kl_coef": 0.0,
                              "steps": sizes.mech_steps, "save_freq": half, "keep_every": half},
-                 "grad_analysis": {"enabled": coef > 0}}
-        for filt in (NO_FILTER, top_p_main):
+                 "grad_analysis": {"enabled": coef > 0, "every": half}}
+        if sizes.mech_warm_start_steps:
+            extra["warm_start"] = {"steps": sizes.mech_warm_start_steps}
+        for filt in mech_filters:
             add("frozenlake", sizes.mech_algo, filt, f"mech{fmt_value(coef)}", seeds, extra)
 
     # stochasticity sweep (C5): FrozenLake slip; every slip rate starts from the same warm start

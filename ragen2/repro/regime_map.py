@@ -174,20 +174,6 @@ def params_yaml(profile: Profile) -> str:
 # ---------------------------------------------------------------------------------------------
 # Reading the map
 # ---------------------------------------------------------------------------------------------
-WIDE_METRICS = (cc.MI, cc.RETRIEVAL, cc.ENTROPY, cc.SHARED_PREFIX, cc.UNGROUNDED, cc.LENGTH, "val/success",
-                "filter/zero_variance_count", "filter/kept_ratio")
-
-
-def wide_steps(steps: pd.DataFrame, metrics: Sequence[str] = WIDE_METRICS) -> pd.DataFrame:
-    """The tidy steps frame as one row per (run, step) with a column per metric (what :mod:`collapse_criteria` reads),
-    keeping each run's ``condition`` and ``seed`` (:data:`ragen2.repro.runs.LABEL_COLUMNS`)."""
-    part = steps[steps["metric"].isin(metrics)]
-    wide = part.pivot_table(index=["run_id", "condition", "seed", "step"], columns="metric", values="value",
-                            aggfunc="last")
-    wide.columns.name = None
-    return wide.reset_index()
-
-
 def _cell(run_id: str) -> int:
     """The cell of a map or confirming run, from its run id (the study's value)."""
     return int(parse_run_id(run_id)["study_value"])
@@ -197,11 +183,6 @@ def _run_cells(runs: pd.DataFrame) -> pd.DataFrame:
     """``run_id, cell, seed, condition`` of each run (condition and seed as :func:`ragen2.repro.runs.read_runs`
     labels them)."""
     return runs[["run_id", "seed", "condition"]].assign(cell=runs["run_id"].map(_cell))
-
-
-def _last_value(frame: pd.DataFrame, metric: str, window: int = cc.SMOOTH_READINGS) -> float:
-    values = frame[["step", metric]].dropna().sort_values("step")[metric] if metric in frame else pd.Series(dtype=float)
-    return float(values.tail(window).mean()) if len(values) else math.nan
 
 
 def map_table(runs: pd.DataFrame, steps: pd.DataFrame, warm_starts: pd.DataFrame | None = None,
@@ -221,7 +202,7 @@ def map_table(runs: pd.DataFrame, steps: pd.DataFrame, warm_starts: pd.DataFrame
     runs = runs[runs["run_id"].map(lambda r: parse_run_id(r)["study"] == STUDY)]
     labels = _run_cells(runs).set_index("run_id")
     levels = runs.set_index("run_id")[[f.path for f in FACTORS]]
-    wide = wide_steps(steps)
+    wide = cc.wide_steps(steps)
     rows = []
     for horizon in horizons:
         cut = wide[wide["step"] <= horizon]
@@ -233,7 +214,7 @@ def map_table(runs: pd.DataFrame, steps: pd.DataFrame, warm_starts: pd.DataFrame
             success = frame[["step", "val/success"]].dropna().sort_values("step") if "val/success" in frame \
                 else pd.DataFrame(columns=["step", "val/success"])
             per_run[rid] = {**klass, "final_mi_smoothed": klass["mi_end"],
-                            "final_success": _last_value(frame, "val/success"),
+                            "final_success": cc.last_smoothed(frame, "val/success"),
                             "success_change": (float(success["val/success"].iloc[-1] - success["val/success"].iloc[0])
                                                if len(success) else math.nan),
                             "zero_variance_share": (float(zero.sort_values("step").tail(20)[
@@ -279,7 +260,7 @@ def factor_effects(table: pd.DataFrame, column: str = "mi_change_none") -> pd.Da
 
 def cell_steps(steps: pd.DataFrame, smooth: int = cc.SMOOTH_READINGS) -> pd.DataFrame:
     """Smoothed first-turn (H(Z|X), MI) readings per run: ``run_id, cell, condition, step, cond_entropy, mi``."""
-    wide = wide_steps(steps, (cc.MI, cc.ENTROPY)).dropna()
+    wide = cc.wide_steps(steps, (cc.MI, cc.ENTROPY)).dropna()
     out = []
     for (rid, condition, seed), frame in wide.groupby(["run_id", "condition", "seed"]):
         frame = frame.sort_values("step")
@@ -406,22 +387,16 @@ def summary(table: pd.DataFrame) -> str:
 # The confirming study: one cell, two disjoint sets of paired seeds
 # ---------------------------------------------------------------------------------------------
 def confirm_table(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
-    """One row per confirming run: ``run_id, seed, seed_set, condition, regime`` and the numbers behind it, with
-    ``final_mi`` (smoothed, as :func:`ragen2.repro.collapse_criteria.classify_run` reads it) and ``final_success``."""
+    """One row per confirming run: :func:`ragen2.repro.collapse_criteria.run_regimes` with its ``cell`` and
+    ``seed_set``."""
     set_of = {seed: name for name, group in CONFIRM_SEED_SETS.items() for seed in group}
-    wide = wide_steps(steps)
-    rows = []
-    for run in runs.itertuples(index=False):
-        if parse_run_id(run.run_id)["study"] != CONFIRM_STUDY:
-            continue
-        frame = wide[wide["run_id"] == run.run_id]
-        klass = cc.classify_run(frame)
-        rows.append({"run_id": run.run_id, "cell": _cell(run.run_id), "seed": run.seed,
-                     "seed_set": set_of.get(run.seed, "?"), "condition": run.condition, "regime": klass["regime"],
-                     "final_mi": klass["mi_end"], "mi_drop": klass["mi_drop"],
-                     "shared_prefix_rise": klass["shared_prefix_rise"], "length_ratio": klass["length_ratio"],
-                     "final_success": _last_value(frame, "val/success")})
-    return pd.DataFrame(rows)
+    confirm = runs[[parse_run_id(rid)["study"] == CONFIRM_STUDY for rid in runs["run_id"]]]
+    table = cc.run_regimes(confirm, steps)
+    if table.empty:
+        return table
+    table = table.assign(cell=table["run_id"].map(_cell), seed_set=table["seed"].map(lambda s: set_of.get(s, "?")))
+    first = ["run_id", "cell", "seed", "seed_set"]
+    return table[first + [c for c in table.columns if c not in first]]
 
 
 def confirm_verdicts(table: pd.DataFrame) -> dict[str, Any]:
@@ -438,26 +413,14 @@ def confirm_verdicts(table: pd.DataFrame) -> dict[str, Any]:
         ``sets`` (set name -> dict of ``collapses_none``, ``collapses_top_p``, ``mi`` (the paired Claim) and
         ``verdict``) and ``claim``, the C6 :class:`~ragen2.repro.claims.Claim` in this regime.
     """
-    from ragen2.repro.claim_tests import SMALLEST_EFFECTS, paired_claim
     from ragen2.repro.claims import Claim
+    from ragen2.repro.verdicts import collapse_regime_verdict
 
     sets: dict[str, dict[str, Any]] = {}
     lines = []
     for name, part in table.groupby("seed_set", sort=True):
-        regimes = {c: part.loc[part["condition"] == c, "regime"] for c in ("none", "top_p")}
-        none, top = cc.condition_collapses(regimes["none"]), cc.condition_collapses(regimes["top_p"])
-        mi = paired_claim("C6", part, "final_mi", "top_p", "none", what=f"seed set {name}",
-                          paper_effect=SMALLEST_EFFECTS["C6_mi"])
-        if none and not top and mi.verdict == "agree":
-            verdict = "agree"
-        elif none and (top or mi.verdict == "disagree"):
-            verdict = "disagree"
-        else:
-            verdict = "inconclusive"
-        sets[str(name)] = {"collapses_none": none, "collapses_top_p": top, "mi": mi, "verdict": verdict}
-        n_none, n_top = (int((regimes[c] == "template_collapse").sum()) for c in ("none", "top_p"))
-        lines.append(f"set {name}: template collapse in {n_none}/{len(regimes['none'])} no-filter and "
-                     f"{n_top}/{len(regimes['top_p'])} Top-p runs, {mi.evidence} -> {verdict}")
+        sets[str(name)] = collapse_regime_verdict(part, what=f"seed set {name}")
+        lines.append(f"set {name}: {sets[str(name)]['summary']}")
     verdicts = {v["verdict"] for v in sets.values()}
     final = verdicts.pop() if len(sets) >= 2 and len(verdicts) == 1 else "inconclusive"
     counts = "; ".join(lines)

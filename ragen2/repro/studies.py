@@ -83,14 +83,22 @@ def mechanism_arms(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
     Treated: the mechanism study's runs with the reasoning entropy bonus (``study_value > 0``). Control:
     the mechanism study's runs without it; profiles with ``reuse_main`` have none, and there the main
-    study's cells of the same algorithm (same warm start, seeds and filter) are the control.
+    study's cells of the same algorithm are the control when they start from the same warm start (same SFT
+    steps and template share; seeds and filter are the same); else there is no control.
     """
     mech = runs[runs["study"] == "mech"]
     treated = mech[mech["study_value"] > 0]
     control = mech[mech["study_value"] == 0]
     if control.empty:
         control = runs[(runs["study"] == "main") & runs["algo"].isin(set(treated["algo"]))]
+        for column in WARM_START_COLUMNS:
+            if column in runs and not set(control[column]) <= set(treated[column]):
+                control = control.iloc[0:0]
     return treated, control
+
+
+WARM_START_COLUMNS = ("warm_start.steps", "warm_start.template_fraction")
+"""The config columns that tell two warm-start recipes apart in :func:`mechanism_arms`."""
 
 
 def curve_steps(steps: pd.DataFrame, panel: str, algo: str = "ppo") -> pd.DataFrame:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from ragen2.repro import collapse_criteria as cc
 from ragen2.repro.claim_tests import (
     SMALLEST_EFFECTS,
     combine,
@@ -41,7 +42,6 @@ from ragen2.repro.claim_tests import (
 )
 from ragen2.repro.claims import Claim
 from ragen2.repro.prompt_tables import quartile_differences
-from ragen2.repro.runs import MI_METRIC
 from ragen2.repro.stats import pair_by_seed, pairs_needed, runs_needed_for_rho
 from ragen2.repro.studies import filter_gain_units, mechanism_arms
 from ragen2.repro.tables import paper_gain
@@ -142,29 +142,86 @@ def c5_stochasticity(runs: pd.DataFrame) -> Verdict:
     return Verdict(stochasticity_claim("C5", runs, paper_effect=SMALLEST_EFFECTS["C5"]))
 
 
+def collapse_regime_verdict(table: pd.DataFrame, what: str = "") -> dict:
+    """C6's rule on one set of paired runs in a collapse regime (docs/method.md §7.11).
+
+    ``table`` is :func:`ragen2.repro.collapse_criteria.run_regimes` of the runs (conditions ``none`` and ``top_p``;
+    others are ignored). The no-filter condition *collapses* when at least half its runs are in template collapse
+    (:func:`~ragen2.repro.collapse_criteria.condition_collapses`), Top-p likewise; the MI part is the paired test of
+    the smoothed final MI, Top-p minus none, against C6's smallest effect. The verdict: ``agree`` when no filter
+    collapses, Top-p does not and the MI part agrees; ``disagree`` when no filter collapses and Top-p collapses too
+    or the MI part disagrees; else ``inconclusive`` (no collapse to prevent, or an undecided MI part).
+
+    Returns:
+        ``collapses_none``, ``collapses_top_p``, ``mi`` (the paired Claim), ``verdict`` and ``summary`` (one line:
+        the template-collapse counts, the MI part and the verdict).
+    """
+    regimes = {c: table.loc[table["condition"] == c, "regime"] for c in ("none", "top_p")}
+    none, top = cc.condition_collapses(regimes["none"]), cc.condition_collapses(regimes["top_p"])
+    mi = paired_claim("C6", table, "final_mi", "top_p", "none", what=what, paper_effect=SMALLEST_EFFECTS["C6_mi"])
+    if none and not top and mi.verdict == "agree":
+        verdict = "agree"
+    elif none and (top or mi.verdict == "disagree"):
+        verdict = "disagree"
+    else:
+        verdict = "inconclusive"
+    n_none, n_top = (int((regimes[c] == "template_collapse").sum()) for c in ("none", "top_p"))
+    summary = (f"template collapse in {n_none}/{len(regimes['none'])} no-filter and {n_top}/{len(regimes['top_p'])} "
+               f"Top-p runs, {mi.evidence} -> {verdict}")
+    return {"collapses_none": none, "collapses_top_p": top, "mi": mi, "verdict": verdict, "summary": summary}
+
+
+def mechanism_regime(runs: pd.DataFrame) -> str:
+    """The setting of the mechanism study's treated runs in words (the regime a C6 verdict holds in)."""
+    treated, _ = mechanism_arms(runs)
+    if treated.empty:
+        return "mechanism study (no runs)"
+
+    def one(column: str) -> str:
+        values = sorted(treated[column].dropna().unique().tolist()) if column in treated else []
+        return "/".join(f"{v:g}" for v in values) or "?"
+
+    algo = "/".join(sorted(treated["algo"].unique()))
+    return (f"mechanism study ({algo}, warm start {one('warm_start.steps')} SFT steps with template share "
+            f"{one('warm_start.template_fraction')}, entropy {one('trainer.entropy_coef')} on reasoning tokens, "
+            f"actor lr {one('trainer.actor_lr')}, {one('trainer.steps')} steps)")
+
+
 def c6_collapse_dynamics(runs: pd.DataFrame, steps: pd.DataFrame) -> Verdict:
-    """C6: without a filter MI falls and zero-variance groups rise; with Top-p MI holds.
+    """C6: without a filter the reasoning falls into template collapse; with Top-p it does not and MI holds.
 
-    ``runs`` and ``steps`` are :func:`~ragen2.repro.studies.load_study` of the ``mech`` and ``main`` studies with
-    the final :data:`~ragen2.repro.runs.MI_METRIC` column. Decided by two parts, combined: the mechanism runs'
-    final MI, Top-p minus none (:func:`~ragen2.repro.studies.mechanism_arms`), and the rise of the zero-variance
-    group count in every no-filter run (mean of the last 5 steps minus the first 5); the same MI comparison
-    without the reasoning entropy bonus is context.
+    ``runs`` and ``steps`` are :func:`~ragen2.repro.studies.load_study` of the ``mech`` and ``main`` studies.
+    Decided by :func:`collapse_regime_verdict` on the mechanism study's treated runs
+    (:func:`~ragen2.repro.studies.mechanism_arms`; their regime, :func:`mechanism_regime`, is named in the
+    evidence). Context: Top-k beside Top-p where it was run (its template-collapse count and its final-MI difference
+    from no filter), the rise of the zero-variance group count in the treated no-filter runs (mean of the last 5
+    steps minus the first 5), and the same MI comparison without the reasoning entropy bonus where the profile has
+    that control.
 
-    Power (``mi``): the treated runs' paired Top-p - none differences of final MI.
+    Power (``mi``): the treated runs' paired Top-p - none differences of the smoothed final MI.
     """
     treated, control = mechanism_arms(runs)
-    mi_part = paired_claim("C6", treated, MI_METRIC, "top_p", "none", what="mechanism study, entropy on reasoning",
-                           paper_effect=SMALLEST_EFFECTS["C6_mi"])
-    control_part = paired_claim("C6", control, MI_METRIC, "top_p", "none",
-                                what="control without the reasoning entropy bonus")
-    no_filter_ids = set(runs.loc[runs["condition"] == "none", "run_id"])
-    zero_variance = trend_claim("C6", steps[steps["run_id"].isin(no_filter_ids)], "filter/zero_variance_count",
-                                direction="greater", what="no-filter runs",
-                                paper_effect=SMALLEST_EFFECTS["C6_zero_variance"], window=5)
-    claim = with_context(combine("C6", [mi_part, zero_variance]), control_part)
-    pairs = pair_by_seed(treated, MI_METRIC, "condition", "top_p", "none")
-    return Verdict(claim, {"mi": _paired_power(pairs["diff"], SMALLEST_EFFECTS["C6_mi"])})
+    table = cc.run_regimes(treated, steps)
+    regime = mechanism_regime(runs)
+    rule = collapse_regime_verdict(table, what="Top-p")
+    claim = Claim("C6", rule["verdict"], f"{regime}: {rule['summary']}")
+    context = []
+    if "top_k" in set(table["condition"]):
+        topk = table[table["condition"] == "top_k"]
+        n_topk = int((topk["regime"] == "template_collapse").sum())
+        mi_topk = paired_claim("C6", table, "final_mi", "top_k", "none", what="Top-k")
+        context.append(Claim("C6", mi_topk.verdict, f"template collapse in {n_topk}/{len(topk)} Top-k runs; "
+                                                   f"{mi_topk.evidence}"))
+    no_filter_ids = set(treated.loc[treated["condition"] == "none", "run_id"])
+    context.append(trend_claim("C6", steps[steps["run_id"].isin(no_filter_ids)], "filter/zero_variance_count",
+                               direction="greater", what="zero-variance groups, no-filter runs",
+                               paper_effect=SMALLEST_EFFECTS["C6_zero_variance"], window=5))
+    if not control.empty:
+        control_table = cc.run_regimes(control, steps)
+        context.append(paired_claim("C6", control_table, "final_mi", "top_p", "none",
+                                    what="control without the reasoning entropy bonus"))
+    pairs = pair_by_seed(table[table["condition"].isin(["top_p", "none"])], "final_mi", "condition", "top_p", "none")
+    return Verdict(with_context(claim, *context), {"mi": _paired_power(pairs["diff"], SMALLEST_EFFECTS["C6_mi"])})
 
 
 def c7_interventions(studies: pd.DataFrame, sweeps: pd.DataFrame) -> Verdict:

@@ -31,6 +31,22 @@ KL_KINDS = KL_TYPES
 # ---------------------------------------------------------------------------------------------
 # Log-probs and entropy
 # ---------------------------------------------------------------------------------------------
+def _chunked_log_softmax(logits: torch.Tensor, targets: torch.Tensor, chunk: int, with_entropy: bool,
+                         temperature: float) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Per chunk of ``chunk`` leading-dimension entries: the float32 log-softmax's log-prob of each target and,
+    with ``with_entropy``, the entropy; lists of the chunks' results (concatenated by the callers)."""
+    logps, entropies = [], []
+    for start in range(0, logits.shape[0], max(1, chunk)):
+        part = logits[start:start + chunk].float()
+        if temperature != 1.0:
+            part = part / temperature
+        lsm = torch.log_softmax(part, dim=-1)
+        logps.append(lsm.gather(-1, targets[start:start + chunk].unsqueeze(-1)).squeeze(-1))
+        if with_entropy:
+            entropies.append(-(lsm.exp() * lsm).sum(-1))
+    return logps, entropies
+
+
 def logprobs_and_entropy(logits: torch.Tensor, targets: torch.Tensor, *, with_entropy: bool = True,
                          chunk_rows: int = 4, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Token log-probs of ``targets`` and full-vocabulary entropies from ``logits``.
@@ -52,15 +68,7 @@ def logprobs_and_entropy(logits: torch.Tensor, targets: torch.Tensor, *, with_en
     if logits.dim() != 3 or logits.shape[:2] != targets.shape:
         raise ValueError(f"logits [B, T, V] and targets [B, T] disagree: {tuple(logits.shape)} vs "
                          f"{tuple(targets.shape)}")
-    logps, entropies = [], []
-    for start in range(0, logits.shape[0], max(1, chunk_rows)):
-        chunk = logits[start:start + chunk_rows].float()
-        if temperature != 1.0:
-            chunk = chunk / temperature
-        lsm = torch.log_softmax(chunk, dim=-1)
-        logps.append(lsm.gather(-1, targets[start:start + chunk_rows].unsqueeze(-1)).squeeze(-1))
-        if with_entropy:
-            entropies.append(-(lsm.exp() * lsm).sum(-1))
+    logps, entropies = _chunked_log_softmax(logits, targets, chunk_rows, with_entropy, temperature)
     return torch.cat(logps), (torch.cat(entropies) if with_entropy else None)
 
 
@@ -71,15 +79,7 @@ def token_logprobs_and_entropy(logits: torch.Tensor, targets: torch.Tensor, *, w
     float32 log-softmax runs ``chunk_tokens`` positions at a time."""
     if logits.dim() != 2 or logits.shape[0] != targets.shape[0]:
         raise ValueError(f"logits [N, V] and targets [N] disagree: {tuple(logits.shape)} vs {tuple(targets.shape)}")
-    logps, entropies = [], []
-    for start in range(0, logits.shape[0], max(1, chunk_tokens)):
-        chunk = logits[start:start + chunk_tokens].float()
-        if temperature != 1.0:
-            chunk = chunk / temperature
-        lsm = torch.log_softmax(chunk, dim=-1)
-        logps.append(lsm.gather(-1, targets[start:start + chunk_tokens].unsqueeze(-1)).squeeze(-1))
-        if with_entropy:
-            entropies.append(-(lsm.exp() * lsm).sum(-1))
+    logps, entropies = _chunked_log_softmax(logits, targets, chunk_tokens, with_entropy, temperature)
     empty = logits.new_zeros(0, dtype=torch.float32)
     return (torch.cat(logps) if logps else empty), ((torch.cat(entropies) if entropies else empty)
                                                     if with_entropy else None)

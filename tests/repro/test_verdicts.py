@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from ragen2.repro import collapse_criteria as cc
 from ragen2.repro import verdicts
 from ragen2.repro.claim_tests import SMALLEST_EFFECTS, stochasticity_claim
 from ragen2.repro.prompt_tables import quartile_differences, rv_quartile_table
-from ragen2.repro.runs import MI_METRIC
 from ragen2.repro.stats import pairs_needed, runs_needed_for_rho
 from ragen2.repro.studies import filter_gain_units, sweep_table
 from tests.repro.synthetic import c7_runs
@@ -68,25 +68,78 @@ def test_c4_and_c5_apply_their_claim_tests():
     assert verdicts.c5_stochasticity(slips).claim == stochasticity_claim("C5", slips, paper_effect=0.02)
 
 
-def test_c6_combines_mi_and_zero_variance_with_the_control_as_context():
+C6_STEPS = np.arange(0, 160, 10)
+
+
+def _c6_run(rid, cond, seed, collapse, study="mech", value=0.03, mi_end=0.9, warm_start_steps=1500):
+    """One run of C6's synthetic studies: a template collapse (MI and retrieval fall from step 50, the entropy holds,
+    a shared prefix appears, the zero-variance count climbs) or a stable run whose MI ends at ``mi_end``."""
+    ramp = np.clip((C6_STEPS - 50) / 100, 0, 1)
+    end_mi = 0.3 + 0.01 * seed if collapse else mi_end + 0.01 * seed
+    metrics = {
+        cc.MI: 0.8 + (end_mi - 0.8) * ramp,
+        cc.RETRIEVAL: 0.9 - (0.4 if collapse else 0.0) * ramp,
+        cc.ENTROPY: np.full(len(C6_STEPS), 0.4),
+        cc.SHARED_PREFIX: 0.1 + (0.4 if collapse else 0.0) * ramp,
+        cc.LENGTH: 28 - (8 if collapse else 0) * ramp,
+        "val/success": np.full(len(C6_STEPS), 0.6),
+        "filter/zero_variance_count": (2 + (3 + 0.1 * seed) * ramp) if cond == "none" else np.full(len(C6_STEPS), 2.0),
+    }
+    steps = [{"run_id": rid, "condition": cond, "seed": seed, "step": int(st), "metric": m, "value": float(v)}
+             for m, values in metrics.items() for st, v in zip(C6_STEPS, values, strict=True)]
+    run = {"run_id": rid, "study": study, "study_value": value, "algo": "grpo", "seed": seed, "condition": cond,
+           "warm_start.steps": warm_start_steps, "warm_start.template_fraction": 0.3, "trainer.entropy_coef": value,
+           "trainer.actor_lr": 1e-4, "trainer.steps": 150}
+    return run, steps
+
+
+def _c6_study(top_p_collapses=False, with_topk=True):
     runs, steps = [], []
-    for study, value in (("mech", 0.02), ("main", math.nan)):
-        for seed in range(4):
-            for cond in ("none", "top_p"):
-                rid = f"frozenlake__grpo__{cond}__{study}__s{seed}"
-                mi = 0.2 + 0.01 * seed + (0.3 + 0.01 * seed if cond == "top_p" and study == "mech" else 0.0)
-                runs.append({"run_id": rid, "study": study, "study_value": value, "algo": "grpo", "seed": seed,
-                             "condition": cond, MI_METRIC: mi})
-                for step in range(10):
-                    zero = step * (1.0 + 0.1 * seed) if cond == "none" else 0.0
-                    steps.append({"run_id": rid, "step": step, "metric": "filter/zero_variance_count", "value": zero})
-    verdict = verdicts.c6_collapse_dynamics(pd.DataFrame(runs), pd.DataFrame(steps))
+    conds = ("none", "top_p", "top_k") if with_topk else ("none", "top_p")
+    for seed in range(4):
+        for cond in conds:
+            collapse = cond == "none" or (cond == "top_p" and top_p_collapses) or (cond == "top_k" and seed < 2)
+            run, rows = _c6_run(f"frozenlake__grpo__{cond}__mech0p03__s{seed}", cond, seed, collapse)
+            runs.append(run)
+            steps += rows
+        for cond in ("none", "top_p"):  # the main study's cells: another warm start, so no control
+            run, rows = _c6_run(f"frozenlake__grpo__{cond}__main__s{seed}", cond, seed, False, study="main",
+                                value=np.nan, warm_start_steps=600)
+            runs.append(run)
+            steps += rows
+    return pd.DataFrame(runs), pd.DataFrame(steps)
+
+
+def test_c6_agrees_when_top_p_prevents_the_template_collapse_and_names_the_regime():
+    runs, steps = _c6_study()
+    verdict = verdicts.c6_collapse_dynamics(runs, steps)
     assert verdict.claim.verdict == "agree"
     evidence = verdict.claim.evidence
-    assert evidence.startswith("mechanism study, entropy on reasoning:") and "no-filter runs:" in evidence
-    assert "(context) control without the reasoning entropy bonus:" in evidence
+    assert evidence.startswith("mechanism study (grpo, warm start 1500 SFT steps with template share 0.3, "
+                               "entropy 0.03 on reasoning tokens, actor lr 0.0001, 150 steps)")
+    assert "template collapse in 4/4 no-filter and 0/4 Top-p runs" in evidence
+    assert "(context) template collapse in 2/4 Top-k runs" in evidence and "zero-variance groups" in evidence
+    assert "control without" not in evidence  # the main study's cells start from another warm start
     power = verdict.power["mi"]
-    assert power.n == 4 and power.mean == pytest.approx(0.315) and power.effect == SMALLEST_EFFECTS["C6_mi"]
+    # smoothed final MI (mean of the last 3 readings): 0.89 with Top-p, 0.35 without
+    assert power.n == 4 and power.mean == pytest.approx(0.54) and power.effect == SMALLEST_EFFECTS["C6_mi"]
+
+
+def test_c6_disagrees_when_top_p_collapses_too_and_uses_a_same_warm_start_control():
+    runs, steps = _c6_study(top_p_collapses=True, with_topk=False)
+    verdict = verdicts.c6_collapse_dynamics(runs, steps)
+    assert verdict.claim.verdict == "disagree" and "Top-k" not in verdict.claim.evidence
+    runs.loc[runs["study"] == "main", "warm_start.steps"] = 1500  # now the main cells share the warm start
+    verdict = verdicts.c6_collapse_dynamics(runs, steps)
+    assert "(context) control without the reasoning entropy bonus:" in verdict.claim.evidence
+
+
+def test_c6_is_inconclusive_without_a_collapse_to_prevent():
+    runs, steps = _c6_study()
+    stable = [_c6_run(rid, cond, seed, False) for rid, cond, seed in
+              runs.loc[runs["study"] == "mech", ["run_id", "condition", "seed"]].itertuples(index=False)]
+    steps = pd.DataFrame([row for _, rows in stable for row in rows])
+    assert verdicts.c6_collapse_dynamics(runs, steps).claim.verdict == "inconclusive"
 
 
 def test_c7_uses_c1s_paper_effect_discloses_the_change_and_reports_both_powers():
