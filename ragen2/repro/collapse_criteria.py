@@ -151,6 +151,21 @@ def last_smoothed(frame: pd.DataFrame, metric: str, window: int = SMOOTH_READING
     return float(values.tail(window).mean()) if len(values) else math.nan
 
 
+def plane_steps(steps: pd.DataFrame, smooth: int = SMOOTH_READINGS) -> pd.DataFrame:
+    """Smoothed first-turn (H(Z|X), MI) readings per run, the path a run takes on the plane of the four regimes:
+    ``run_id, seed, condition, step, cond_entropy, mi`` (rolling means of ``smooth`` readings)."""
+    wide = wide_steps(steps, (MI, ENTROPY)).dropna()
+    out = []
+    for (rid, condition, seed), frame in wide.groupby(["run_id", "condition", "seed"]):
+        frame = frame.sort_values("step")
+        out.append(pd.DataFrame({
+            "run_id": rid, "seed": seed, "condition": condition, "step": frame["step"].to_numpy(),
+            "cond_entropy": frame[ENTROPY].rolling(smooth, min_periods=1).mean().to_numpy(),
+            "mi": frame[MI].rolling(smooth, min_periods=1).mean().to_numpy()}))
+    cols = ["run_id", "seed", "condition", "step", "cond_entropy", "mi"]
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=cols)
+
+
 def run_regimes(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     """One row per run of ``runs``: ``run_id, seed, condition, regime`` (:func:`classify_run`) and the numbers behind
     it, with ``final_mi`` (smoothed, as the rules read it) and ``final_success`` (mean of the last readings).

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -43,14 +44,15 @@ NOTEBOOK_CLAIMS = {
 }
 """Notebook -> the claim it tests and writes to ``claims_<parameters key>.csv`` (notebook 01 tests none)."""
 RUN_ARTIFACTS = {
-    "01_template_collapse": ("fig_four_regimes_checkpoints",),
+    "01_template_collapse": ("fig_four_regimes_checkpoints", "table_collapse_texts"),
     "02_snr_mechanism": ("table_grad_buckets", "fig_grad_decomposition"),
     "03_main_results": ("table_main", "table_main_vs_paper", "table_warm_starts", "table_learning",
                         "table_learning_train_batches", "fig_success_curves", "fig_output_length"),
     "04_rv_quartiles": ("table_rv_quartiles", "fig_rv_quartiles"),
     "05_stochasticity": ("table_stochasticity", "fig_stochasticity"),
     "06_diagnostics": ("table_correlations", "fig_metric_correlations", "fig_mi_vs_success", "fig_entropy_vs_success"),
-    "07_training_dynamics": ("fig_training_dynamics", "fig_mi_dynamics", "fig_reward_heatmaps"),
+    "07_training_dynamics": ("table_collapse_runs", "fig_training_dynamics", "fig_mi_dynamics", "fig_collapse_trajectories",
+                             "fig_reward_heatmaps"),
     "08_interventions": ("table_sweeps", "fig_intervention_sweeps"),
 }
 """Notebook -> the figures (``fig_*``) and tables (``table_*``) it draws from runs, all after its study check
@@ -83,6 +85,14 @@ def notebook_parameters(notebook: str, params: str | Path = "params.yaml") -> di
         raise KeyError(f"{params} has no pipeline.notebooks.{key} (write it with `python -m ragen2 profile`)") from None
 
 
+CELL_TIMEOUT_S = 1800
+"""Longest a notebook cell may run (the slowest, notebook 04's prompt tables, takes a few minutes): a kernel that
+stops answering (seen twice, idle, on a notebook's first cell) fails the cell instead of hanging the pipeline."""
+EXECUTION_ATTEMPTS = 2
+"""Executions of a notebook before a timeout fails its stage (a notebook's outputs depend only on its inputs, so a
+second execution from the start is the same computation)."""
+
+
 def run_notebook(notebook: str, *, runs_root: str = "data/runs", fig_dir: str = "paper_figures",
                  executed_dir: str | Path = "data/executed", notebooks_dir: str | Path = "notebooks",
                  params: str | Path = "params.yaml") -> Path:
@@ -96,8 +106,15 @@ def run_notebook(notebook: str, *, runs_root: str = "data/runs", fig_dir: str = 
     Path(fig_dir).mkdir(parents=True, exist_ok=True)
     out = Path(executed_dir) / f"{notebook}.ipynb"
     out.parent.mkdir(parents=True, exist_ok=True)
-    papermill.execute_notebook(str(Path(notebooks_dir) / f"{notebook}.ipynb"), str(out), parameters=parameters,
-                               progress_bar=False, log_output=False)
+    for attempt in range(1, EXECUTION_ATTEMPTS + 1):
+        try:
+            papermill.execute_notebook(str(Path(notebooks_dir) / f"{notebook}.ipynb"), str(out), parameters=parameters,
+                                       progress_bar=False, log_output=False, execution_timeout=CELL_TIMEOUT_S)
+            return out
+        except TimeoutError as exc:  # a cell (or the kernel's start) waited past its limit: run it all once more
+            if attempt == EXECUTION_ATTEMPTS:
+                raise
+            print(f"{notebook}: {type(exc).__name__} ({exc}); executing it again from the start", file=sys.stderr)
     return out
 
 

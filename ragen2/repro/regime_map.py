@@ -10,19 +10,17 @@ is read from the same runs at each of :data:`HORIZONS`. Every run is classified 
 
 - :func:`build` writes the pipeline's params (``python -m ragen2 profile regime_map --write regime_map/params.yaml``).
 - :func:`map_table` is the map: per cell and horizon the no-filter run's regime and MI change, and the Top-p minus
-  none differences; :func:`cell_steps` the smoothed (H(Z|X), MI) trajectories; :func:`sample_reasonings` the texts.
+  none differences; :func:`cell_steps` the smoothed (H(Z|X), MI) trajectories; :mod:`ragen2.repro.reasoning_texts` the texts.
 - The confirming study repeats one cell (:data:`CONFIRM_CELL`) on two disjoint sets of paired seeds
   (:data:`CONFIRM_SEED_SETS`); :func:`confirm_table` and :func:`confirm_verdicts` decide C6 in that regime.
 """
 
 from __future__ import annotations
 
-import copy
 import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -259,63 +257,10 @@ def factor_effects(table: pd.DataFrame, column: str = "mi_change_none") -> pd.Da
 
 
 def cell_steps(steps: pd.DataFrame, smooth: int = cc.SMOOTH_READINGS) -> pd.DataFrame:
-    """Smoothed first-turn (H(Z|X), MI) readings per run: ``run_id, cell, condition, step, cond_entropy, mi``."""
-    wide = cc.wide_steps(steps, (cc.MI, cc.ENTROPY)).dropna()
-    out = []
-    for (rid, condition, seed), frame in wide.groupby(["run_id", "condition", "seed"]):
-        frame = frame.sort_values("step")
-        out.append(pd.DataFrame({
-            "run_id": rid, "cell": _cell(rid), "seed": seed, "condition": condition, "step": frame["step"].to_numpy(),
-            "cond_entropy": frame[cc.ENTROPY].rolling(smooth, min_periods=1).mean().to_numpy(),
-            "mi": frame[cc.MI].rolling(smooth, min_periods=1).mean().to_numpy()}))
-    cols = ["run_id", "cell", "seed", "condition", "step", "cond_entropy", "mi"]
-    return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=cols)
-
-
-def sample_reasonings(run_dir: str | Path, phases: Sequence[str] = ("start", "mid", "end"), *, boards: int = 3,
-                      samples: int = 2, cache_dir: str | Path = CACHE_DIR, first_seed: int = 900_000,
-                      seed: int = 0) -> pd.DataFrame:
-    """First-turn reasonings of a run's policy at ``phases`` on ``boards`` fixed boards (env seeds from ``first_seed``).
-
-    The same boards and sampling seed for every phase and run, so texts can be compared side by side.
-
-    Returns:
-        ``run_id, phase, board, sample, reasoning, actions, success`` (one row per sampled episode).
-    """
-    import torch
-
-    from ragen2.repro.prompt_tables import PHASE_CHECKPOINTS
-    from ragen2.rollout.collect import collect_rollouts
-    from ragen2.rundir import load_run_policy
-
-    run_dir = Path(run_dir)
-    rows = []
-    for phase in phases:
-        if phase not in PHASE_CHECKPOINTS:
-            raise ValueError(f"phase must be one of {sorted(PHASE_CHECKPOINTS)}, got {phase!r}")
-        cfg, model, tokenizer = load_run_policy(run_dir, PHASE_CHECKPOINTS[phase], cache_dir)
-        seeds = [first_seed + i for i in range(boards)]
-        with torch.no_grad():
-            batch = collect_rollouts(model, tokenizer, cfg.env, cfg.rollout, seeds, group_size=samples,
-                                     temperature=cfg.rollout.temperature, seed=seed)
-        for i, traj in enumerate(batch.trajectories):
-            turn = traj.turns[0] if traj.turns else None
-            rows.append({"run_id": run_dir.name, "phase": phase, "board": traj.env_seed, "sample": i % samples,
-                         "reasoning": turn.think if turn else "", "actions": " ".join(turn.actions) if turn else "",
-                         "success": bool(traj.success)})
-    return pd.DataFrame(rows)
-
-
-def board_texts(env_cfg: Any, boards: int = 3, first_seed: int = 900_000) -> dict[int, str]:
-    """The first observation of each board (env seed) :func:`sample_reasonings` uses."""
-    from ragen2.envs import make
-
-    out = {}
-    for i in range(boards):
-        env = make(env_cfg.name, **copy.deepcopy(env_cfg.kwargs))
-        obs, _ = env.reset(seed=first_seed + i)
-        out[first_seed + i] = str(obs)
-    return out
+    """:func:`ragen2.repro.collapse_criteria.plane_steps` with each run's ``cell``."""
+    plane = cc.plane_steps(steps, smooth)
+    plane.insert(1, "cell", plane["run_id"].map(_cell).astype(int) if len(plane) else pd.Series(dtype=int))
+    return plane
 
 
 def factors_table(factors: Sequence[Factor] = FACTORS) -> pd.DataFrame:
@@ -343,31 +288,6 @@ def example_pair(table: pd.DataFrame, runs: pd.DataFrame) -> tuple[str, str]:
     labels = _run_cells(runs)
     pick = labels[(labels["cell"] == row["cell"]) & (labels["seed"] == row["seed"])].set_index("condition")
     return str(pick.loc["none", "run_id"]), str(pick.loc["top_p", "run_id"])
-
-
-def texts_markdown(texts: pd.DataFrame, boards: dict[int, str], width: int = 160) -> str:
-    """Sampled reasonings as Markdown: per board its first observation, then a row per (phase, sample) with one
-    column per run (texts cut at ``width`` characters)."""
-    lines = []
-    runs = list(dict.fromkeys(texts["run_id"]))
-    for board, frame in texts.groupby("board", sort=True):
-        lines.append(f"**Board {board}**\n\n```\n{boards.get(board, '').strip()}\n```\n")
-        lines.append("| phase | sample | " + " | ".join(runs) + " |")
-        lines.append("|---|---|" + "---|" * len(runs))
-        for (phase, sample), part in frame.groupby(["phase", "sample"], sort=False):
-            cells = []
-            for rid in runs:
-                hit = part[part["run_id"] == rid]
-                if hit.empty:
-                    cells.append("")
-                    continue
-                r = hit.iloc[0]
-                text = " ".join(str(r["reasoning"]).split()) or "(no reasoning)"
-                text = text if len(text) <= width else text[: width - 1] + "…"
-                cells.append(f"{text} → `{r['actions']}` ({'success' if r['success'] else 'fail'})".replace("|", "/"))
-            lines.append(f"| {phase} | {sample} | " + " | ".join(cells) + " |")
-        lines.append("")
-    return "\n".join(lines)
 
 
 def summary(table: pd.DataFrame) -> str:

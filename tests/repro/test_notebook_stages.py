@@ -76,6 +76,35 @@ def test_run_notebook_passes_the_runs_the_figures_and_the_profiles_parameters(tm
     assert parameters == {"runs_root": "data/runs", "fig_dir": "paper_figures", "smoke": True, "num_samples": 8}
 
 
+def test_run_notebook_limits_each_cell_and_executes_once_more_after_a_timeout(tmp_path, monkeypatch, capsys):
+    import papermill
+
+    calls = []
+
+    def stalls_once(src, out, **kw):
+        calls.append(kw["execution_timeout"])
+        if len(calls) == 1:
+            raise TimeoutError("Cell execution timed out")
+
+    monkeypatch.setattr(papermill, "execute_notebook", stalls_once)
+    params = tmp_path / "params.yaml"
+    params.write_text(build("smoke").yaml())
+    monkeypatch.chdir(tmp_path)
+    out = notebook_stages.run_notebook("01_template_collapse", params=params, notebooks_dir=REPO / "notebooks")
+    assert out == Path("data/executed/01_template_collapse.ipynb")
+    assert calls == [notebook_stages.CELL_TIMEOUT_S] * 2 and "executing it again" in capsys.readouterr().err
+
+    def always_stalls(src, out, **kw):
+        calls.append(kw["execution_timeout"])
+        raise TimeoutError("Cell execution timed out")
+
+    monkeypatch.setattr(papermill, "execute_notebook", always_stalls)
+    calls.clear()
+    with pytest.raises(TimeoutError, match="timed out"):
+        notebook_stages.run_notebook("01_template_collapse", params=params, notebooks_dir=REPO / "notebooks")
+    assert len(calls) == notebook_stages.EXECUTION_ATTEMPTS
+
+
 def _run(root: Path, run_id: str, content: str = "{}") -> Path:
     run = root / run_id
     run.mkdir(parents=True)

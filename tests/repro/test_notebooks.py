@@ -15,9 +15,9 @@ EXPECTED = ["01_template_collapse", "02_snr_mechanism", "03_main_results", "04_r
             "06_diagnostics", "07_training_dynamics", "08_interventions"]
 """The paper's notebooks, executed by dvc.yaml; 09_regime_map has a pipeline of its own (regime_map/dvc.yaml)."""
 NOTEBOOKS = [p for p in ALL_NOTEBOOKS if p.stem in EXPECTED]
-CACHE_READERS = {"03_main_results", "04_rv_quartiles", "07_training_dynamics", "09_regime_map"}
+CACHE_READERS = {"01_template_collapse", "03_main_results", "04_rv_quartiles", "07_training_dynamics", "09_regime_map"}
 """Notebooks that read the warm-start cache (they take a ``cache_dir`` parameter): 03 tabulates the warm
-start, 04, 07 and 09 roll policies out."""
+starts, 01, 04, 07 and 09 roll policies out."""
 NO_CLAIMS = {"01_template_collapse", "09_regime_map"}
 """Notebooks that decide no claim (09 is a screen)."""
 

@@ -160,18 +160,6 @@ def test_cell_steps_smooths_and_labels_each_run():
     assert set(points["condition"]) == {"none", "top_p"} and set(points["cell"]) == {0, 3}
 
 
-def test_texts_markdown_puts_each_board_and_run_side_by_side():
-    texts = pd.DataFrame([
-        {"run_id": "a", "phase": "start", "board": 7, "sample": 0, "reasoning": "I am at (0,0) | go", "actions": "Right",
-         "success": True},
-        {"run_id": "b", "phase": "start", "board": 7, "sample": 0, "reasoning": "x" * 300, "actions": "Up",
-         "success": False},
-    ])
-    md = rm.texts_markdown(texts, {7: "P _ G"}, width=20)
-    assert "**Board 7**" in md and "P _ G" in md and "| phase | sample | a | b |" in md
-    assert "I am at (0,0) / go → `Right` (success)" in md and ("x" * 19 + "…") in md and "(fail)" in md
-
-
 def test_factors_table_names_every_factor_and_key():
     t = rm.factors_table()
     assert t["factor"].tolist() == [f.name for f in rm.FACTORS] and t["config key"].tolist()[0] == "warm_start.steps"

@@ -24,7 +24,7 @@ def test_cpu_profile_runs_are_ordered_dearest_first():
     assert sorted(order) == sorted(configs)
     costs = [run_seconds(configs[rid]) for rid in order]
     assert costs == sorted(costs, reverse=True)
-    # 40-step mechanism runs and 30-step PPO runs (the dearest step) come before every 30-step GRPO run
+    # the long mechanism runs and 30-step PPO runs (the dearest step) come before every 30-step GRPO run
     first = {order[i].split("__")[1] + "/" + order[i].split("__")[3][:4] for i in range(8)}
     assert first <= {"grpo/mech", "ppo/main"}
     assert order[-1].split("__")[1] in ("grpo", "dapo", "dr_grpo")

@@ -1,0 +1,110 @@
+"""Sampled reasonings of a run's policy at the start, middle and end of training, side by side.
+
+What a learner reads to see template collapse: the same few boards, the same sampling seed, each run's policy at
+its warm start (``start``), its kept mid-run checkpoint (``mid``) and its final one (``end``)
+(:data:`ragen2.repro.prompt_tables.PHASE_CHECKPOINTS`). Used by notebook 07 (the mechanism study) and notebook 09
+(the regime map).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+FIRST_BOARD = 900_000
+"""The env seed of the first board shown (far from the training and validation seeds)."""
+
+
+def sample_reasonings(run_dir: str | Path, phases: Sequence[str] = ("start", "mid", "end"), *, boards: int = 3,
+                      samples: int = 2, cache_dir: str | Path = "data/cache", first_seed: int = FIRST_BOARD,
+                      seed: int = 0) -> pd.DataFrame:
+    """First-turn reasonings of a run's policy at ``phases`` on ``boards`` fixed boards (env seeds from ``first_seed``).
+
+    The same boards and sampling seed for every phase and run, so texts can be compared side by side.
+
+    Returns:
+        ``run_id, phase, board, sample, reasoning, actions, success`` (one row per sampled episode).
+    """
+    import torch
+
+    from ragen2.repro.prompt_tables import PHASE_CHECKPOINTS
+    from ragen2.rollout.collect import collect_rollouts
+    from ragen2.rundir import load_run_policy
+
+    run_dir = Path(run_dir)
+    rows = []
+    for phase in phases:
+        if phase not in PHASE_CHECKPOINTS:
+            raise ValueError(f"phase must be one of {sorted(PHASE_CHECKPOINTS)}, got {phase!r}")
+        cfg, model, tokenizer = load_run_policy(run_dir, PHASE_CHECKPOINTS[phase], cache_dir)
+        seeds = [first_seed + i for i in range(boards)]
+        with torch.no_grad():
+            batch = collect_rollouts(model, tokenizer, cfg.env, cfg.rollout, seeds, group_size=samples,
+                                     temperature=cfg.rollout.temperature, seed=seed)
+        for i, traj in enumerate(batch.trajectories):
+            turn = traj.turns[0] if traj.turns else None
+            rows.append({"run_id": run_dir.name, "phase": phase, "board": traj.env_seed, "sample": i % samples,
+                         "reasoning": turn.think if turn else "", "actions": " ".join(turn.actions) if turn else "",
+                         "success": bool(traj.success)})
+    return pd.DataFrame(rows)
+
+
+def board_texts(env_cfg: Any, boards: int = 3, first_seed: int = FIRST_BOARD) -> dict[int, str]:
+    """The first observation of each board (env seed) :func:`sample_reasonings` uses."""
+    from ragen2.envs import make
+
+    out = {}
+    for i in range(boards):
+        env = make(env_cfg.name, **copy.deepcopy(env_cfg.kwargs))
+        obs, _ = env.reset(seed=first_seed + i)
+        out[first_seed + i] = str(obs)
+    return out
+
+
+def texts_markdown(texts: pd.DataFrame, boards: dict[int, str], width: int = 160) -> str:
+    """Sampled reasonings as Markdown: per board its first observation, then a row per (phase, sample) with one
+    column per run (texts cut at ``width`` characters)."""
+    lines = []
+    runs = list(dict.fromkeys(texts["run_id"]))
+    for board, frame in texts.groupby("board", sort=True):
+        lines.append(f"**Board {board}**\n\n```\n{boards.get(board, '').strip()}\n```\n")
+        lines.append("| phase | sample | " + " | ".join(runs) + " |")
+        lines.append("|---|---|" + "---|" * len(runs))
+        for (phase, sample), part in frame.groupby(["phase", "sample"], sort=False):
+            cells = []
+            for rid in runs:
+                hit = part[part["run_id"] == rid]
+                if hit.empty:
+                    cells.append("")
+                    continue
+                r = hit.iloc[0]
+                text = " ".join(str(r["reasoning"]).split()) or "(no reasoning)"
+                text = text if len(text) <= width else text[: width - 1] + "…"
+                cells.append(f"{text} → `{r['actions']}` ({'success' if r['success'] else 'fail'})".replace("|", "/"))
+            lines.append(f"| {phase} | {sample} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def collapse_example(table: pd.DataFrame) -> list[str]:
+    """The runs whose texts show a collapse: a no-filter run and its filtered twins (the same seed), no filter first.
+
+    ``table`` is :func:`ragen2.repro.collapse_criteria.run_regimes` of one study. The no-filter run is the one in
+    template collapse whose smoothed MI fell furthest from its peak; without any, the largest fall of all (ties: the
+    lowest seed). Its twins follow in the order of ``table``.
+
+    Raises:
+        ValueError: ``table`` has no no-filter run.
+    """
+    none = table[table["condition"] == "none"]
+    if none.empty:
+        raise ValueError("no no-filter run to show (table has conditions "
+                         f"{sorted(table['condition'].unique().tolist())})")
+    collapsed = none[none["regime"] == "template_collapse"]
+    pick = (collapsed if len(collapsed) else none).sort_values(["mi_drop", "seed"], ascending=[False, True]).iloc[0]
+    twins = table[(table["seed"] == pick["seed"]) & (table["condition"] != "none")]["run_id"].tolist()
+    return [str(pick["run_id"]), *map(str, twins)]

@@ -1,0 +1,53 @@
+"""Sampled reasonings side by side: the Markdown layout and the rule that picks the runs shown."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from ragen2.repro import collapse_criteria as cc
+from ragen2.repro.reasoning_texts import collapse_example, texts_markdown
+
+
+def test_texts_markdown_puts_each_board_and_run_side_by_side():
+    texts = pd.DataFrame([
+        {"run_id": "a", "phase": "start", "board": 7, "sample": 0, "reasoning": "I am at (0,0) | go", "actions": "Right",
+         "success": True},
+        {"run_id": "b", "phase": "start", "board": 7, "sample": 0, "reasoning": "x" * 300, "actions": "Up",
+         "success": False},
+    ])
+    md = texts_markdown(texts, {7: "P _ G"}, width=20)
+    assert "**Board 7**" in md and "P _ G" in md and "| phase | sample | a | b |" in md
+    assert "I am at (0,0) / go → `Right` (success)" in md and ("x" * 19 + "…") in md and "(fail)" in md
+
+
+def _table(rows):
+    return pd.DataFrame(rows, columns=["run_id", "seed", "condition", "regime", "mi_drop"])
+
+
+def test_collapse_example_is_the_collapsed_no_filter_run_with_the_largest_fall_and_its_twins():
+    table = _table([
+        ("n0", 0, "none", "noise", 0.9),  # a larger fall, but not a template collapse
+        ("n1", 1, "none", "template_collapse", 0.4),
+        ("n2", 2, "none", "template_collapse", 0.6),
+        ("p2", 2, "top_p", "stable", 0.1),
+        ("k2", 2, "top_k", "template_collapse", 0.5),
+        ("p1", 1, "top_p", "stable", 0.0),
+    ])
+    assert collapse_example(table) == ["n2", "p2", "k2"]
+    no_collapse = table.assign(regime="stable")
+    assert collapse_example(no_collapse) == ["n0"]  # no twin of seed 0 in the table
+    with pytest.raises(ValueError, match="no no-filter run"):
+        collapse_example(table[table["condition"] != "none"])
+
+
+def test_plane_steps_smooths_each_runs_readings_in_step_order():
+    rows = []
+    for step, (mi, ent) in enumerate([(0.9, 0.3), (0.6, 0.4), (0.3, 0.5)]):
+        rows += [{"run_id": "r", "condition": "none", "seed": 0, "step": 10 * step, "metric": cc.MI, "value": mi},
+                 {"run_id": "r", "condition": "none", "seed": 0, "step": 10 * step, "metric": cc.ENTROPY, "value": ent}]
+    plane = cc.plane_steps(pd.DataFrame(rows[::-1]), smooth=2)
+    assert plane["step"].tolist() == [0, 10, 20]
+    assert plane["mi"].tolist() == pytest.approx([0.9, 0.75, 0.45])
+    assert plane["cond_entropy"].tolist() == pytest.approx([0.3, 0.35, 0.45])
+    assert cc.plane_steps(pd.DataFrame(columns=["run_id", "condition", "seed", "step", "metric", "value"])).empty
