@@ -51,7 +51,8 @@ RUN_ARTIFACTS = {
     "04_rv_quartiles": ("table_rv_quartiles", "fig_rv_quartiles"),
     "05_stochasticity": ("table_stochasticity", "fig_stochasticity"),
     "06_diagnostics": ("table_correlations", "fig_metric_correlations", "fig_mi_vs_success", "fig_entropy_vs_success"),
-    "07_training_dynamics": ("table_collapse_runs", "fig_training_dynamics", "fig_mi_dynamics", "fig_collapse_trajectories",
+    "07_training_dynamics": ("table_collapse_runs", "table_collapse_early_stops", "table_collapse_filters",
+                             "fig_training_dynamics", "fig_mi_dynamics", "fig_collapse_trajectories",
                              "fig_reward_heatmaps"),
     "08_interventions": ("table_sweeps", "fig_intervention_sweeps"),
 }
