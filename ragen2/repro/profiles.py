@@ -95,16 +95,16 @@ INITIAL_POLICY_DIR = WARM_START_DIR
 and dvc.yaml is the same for every profile (``initial_policy`` never writes there when steps is 0)."""
 
 S_PER_STEP: dict[str, float | dict[str, float]] = {
-    "frozenlake": {"ppo": 2.49, "grpo": 1.70, "dapo": 1.72, "dr_grpo": 1.69},
+    "frozenlake": {"ppo": 0.76, "grpo": 0.46, "dapo": 0.56, "dr_grpo": 0.54},
 }
 """Measured seconds per RL step with the CPU profile's settings (FrozenLake, single turn, 8 x 8 rollouts of
-<= 64 tokens, MI every 10 steps, validation on 64 seeds every 10 steps, gradient decomposition at steps 1
-and 16 in PPO/GRPO), per algorithm: each run's ``timings_s.total_elapsed`` (which includes its step-0
-validation and checkpoints) over its steps, averaged over the 82 runs of a full ``make repro`` (two worker
-processes, one torch thread each, nothing else running) with the current trainer: the shared-prompt forward
-(:mod:`ragen2.trainer.prefix`), mini-batches of whole groups, repeated prompts scored once in the MI
-diagnostics and DAPO's refill rollouts (about one round of two groups a step). Re-measure them when the
-trainer's cost changes, or :func:`estimate` drifts from the pipeline's real time.
+<= 64 tokens, MI every 10 steps, validation on 64 seeds every 10 steps, gradient decomposition in PPO/GRPO), per
+algorithm: each run's ``timings_s.total_elapsed`` (which includes its step-0 validation and checkpoints) summed
+over its algorithm's runs and divided by their steps, over the 78 runs of the second realization of a fresh
+clone's ``make repro`` on 2026-12-02 (two worker processes, one torch thread each, nothing else running; the
+first realization, trained beside a test run, came out 20-40 % dearer). The GRPO number mixes 30-step runs
+(0.52 s a step: step 0's validation weighs more in a short run) with the mechanism study's 150-step runs (0.42).
+Re-measure them when the trainer's cost changes, or :func:`estimate` drifts from the pipeline's real time.
 PPO's critic makes it the dearest; the GRPO mean includes the slip-100 % Top-p runs, whose updates are all
 empty. Per env, either one number or a number per algorithm. Sokoban was not measured (it is not in the
 CPU grid)."""
@@ -112,9 +112,10 @@ S_PER_RUN = 1.6
 """Fixed cost per run outside its own timer (handing the run to a worker, reading params), measured: 82 runs on
 two workers took 1.6 s per run more than the sum of their ``total_elapsed``. A process per run costs 7.0 s
 (mostly importing torch and transformers), which is why :mod:`ragen2.repro.runqueue` keeps its workers."""
-S_PER_WARM_START_STEP = 0.27
-"""Measured: the CPU warm start (600 SFT steps of 32 single-turn FrozenLake episodes, two torch threads: it runs
-alone) took 143 s of SFT plus about 17 s of corpus building and greedy evaluation (one thread: 237 s of SFT)."""
+S_PER_WARM_START_STEP = 0.25
+"""Measured: the CPU profile's four warm starts (600 and 1500 SFT steps of 32 single-turn FrozenLake episodes, both
+realizations, two torch threads: they run alone) took 17.6 minutes for their 4,200 SFT steps, corpus building and
+greedy evaluation included, in the same fresh-clone run as :data:`S_PER_STEP`."""
 S_PER_NOTEBOOK = 71.0
 """Seconds per executed notebook (kernel start, imports, the prompt-level rollouts of notebooks 04/07): the
 data stage, the eight notebooks and the claims stage take 9.5 minutes from a fresh clone (notebook 04 and its
