@@ -56,7 +56,8 @@ test-browser: setup
 	$(PY) -m pip install --quiet --disable-pip-version-check $(CONSTRAINTS) -e '.[browser]'
 	$(if $(BROWSER_NOTEBOOK),RAGEN2_BROWSER_NOTEBOOK=$(abspath $(BROWSER_NOTEBOOK))) $(PY) -m pytest -m slow -q tests/test_browser.py
 
-# DVC 3.67 has no `dvc repro -j`: build the warm starts, train the stale runs on WORKERS long-lived processes
+# DVC 3.67 has no `dvc repro -j`: build the stale warm starts WORKERS at a time (each stage's own command, one torch
+# thread: `python -m ragen2 build-warm-starts`, recorded in dvc.lock), train the stale runs on WORKERS long-lived processes
 # (one torch thread each, dearest run first: `python -m ragen2 train-runs`), record them in dvc.lock
 # (`python -m ragen2 commit-runs`: `dvc commit -f` reading dvc.yaml and dvc.lock once, where DVC re-reads both
 # per stage), then `dvc repro` runs the notebooks and claims. Each run equals what its stage's own command
@@ -66,6 +67,7 @@ test-browser: setup
 WORKERS ?= 2
 repro: export PATH := $(abspath $(VENV))/bin:$(PATH)
 repro: setup
+	$(PY) -m ragen2 build-warm-starts --workers $(WORKERS)
 	dvc repro warmstart warmstart_realization
 	for which in "" --realization; do \
 	  stale="$$($(PY) -m ragen2 stale-runs $$which)" || exit 1; [ -z "$$stale" ] && continue; \

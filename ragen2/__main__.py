@@ -29,6 +29,8 @@ Commands:
   ``warmstart_realization`` and ``train_realization``).
 - ``commit-runs RUN_ID ...``: record trained runs' ``train`` stages in ``dvc.lock`` (``dvc commit --force``
   with one write of the lock file; :mod:`ragen2.repro.dvcstages`).
+- ``build-warm-starts [--workers 2]``: run the stale ``warmstart`` and ``warmstart_realization`` stages' own
+  commands on parallel workers (longest SFT first), then record them in ``dvc.lock``.
 
 More subcommands (audit, data) register the same way: a ``_add_<name>(subparsers)`` function that
 sets ``func`` on its parser.
@@ -364,14 +366,21 @@ def _train_stage(args: argparse.Namespace) -> str:
     return stage if args.dvc_file == "dvc.yaml" else f"{args.dvc_file}:{stage}"
 
 
-def _cmd_stale_runs(args: argparse.Namespace) -> int:
+def _dvc_status(dvc: str) -> dict | int:
+    """``dvc status --json`` as a dict, or dvc's exit code (its stderr printed) when it fails."""
     import subprocess
 
-    proc = subprocess.run([args.dvc, "status", "--json"], capture_output=True, text=True, check=False)
+    proc = subprocess.run([dvc, "status", "--json"], capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         print(proc.stderr, file=sys.stderr)
         return proc.returncode
-    status = json.loads(proc.stdout or "{}")
+    return json.loads(proc.stdout or "{}")
+
+
+def _cmd_stale_runs(args: argparse.Namespace) -> int:
+    status = _dvc_status(args.dvc)
+    if isinstance(status, int):
+        return status
     order = {rid: i for i, rid in enumerate(_params_run_ids(args.params))}
     for rid in sorted(stale_train_stages(status, _train_stage(args)), key=lambda r: order.get(r, len(order))):
         print(rid)
@@ -389,6 +398,44 @@ def _add_stale_runs(sub: argparse._SubParsersAction) -> None:
                        parents=_with("params", "realization", "dvc_file"))
     p.add_argument("--dvc", default="dvc", help="the dvc executable (default: dvc on PATH)")
     p.set_defaults(func=_cmd_stale_runs)
+
+
+WARM_START_STAGES = ("warmstart", "warmstart_realization")
+"""The ``foreach`` stages of ``dvc.yaml`` that build warm starts, keyed by warm-start key."""
+
+
+def _cmd_build_warm_starts(args: argparse.Namespace) -> int:
+    from ragen2.config import load_config, read_params
+    from ragen2.repro.dvcstages import run_stages
+    from ragen2.repro.realization import read_realization
+
+    status = _dvc_status(args.dvc)
+    if isinstance(status, int):
+        return status
+    stale = [name for name in status if name.partition("@")[0] in WARM_START_STAGES]
+    pipeline = read_params(args.params).get("pipeline") or {}
+
+    def sft_steps(stage: str) -> float:
+        group, _, key = stage.partition("@")
+        second = group == "warmstart_realization"
+        entry = (pipeline.get("realization") or {}) if second else pipeline
+        run = ((entry.get("warm_starts") or {}).get(key) or {}).get("run")
+        if run is None:
+            return 0.0
+        overrides = list(read_realization(args.params).overrides) if second else []
+        return float(load_config(run, params_path=args.params, overrides=overrides).warm_start.steps)
+
+    done, failed = run_stages(stale, workers=args.workers, cost=sft_steps)
+    print(f"built and recorded {len(done)} warm start(s)" + (f"; failed: {' '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
+
+
+def _add_build_warm_starts(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("build-warm-starts", help="build the stale warm-start stages on parallel workers, then "
+                       "record them in dvc.lock", parents=_with("params"))
+    p.add_argument("--workers", type=int, default=2, help="stages built at once (default: 2)")
+    p.add_argument("--dvc", default="dvc", help="the dvc executable (default: dvc on PATH)")
+    p.set_defaults(func=_cmd_build_warm_starts)
 
 
 def _cmd_commit_runs(args: argparse.Namespace) -> int:
@@ -411,7 +458,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ragen2", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (_add_train, _add_train_runs, _add_grad_analysis, _add_audit, _add_profile, _add_warmstart, _add_claims,
-                _add_evaluate, _add_gains, _add_stale_runs, _add_commit_runs):
+                _add_evaluate, _add_gains, _add_stale_runs, _add_commit_runs, _add_build_warm_starts):
         add(sub)
     return parser
 

@@ -4,7 +4,7 @@
 
     <run_dir>/
         config.json        the RunConfig (``ragen2.config.to_dict``)
-        env.json           package versions, commit, device, threads (:func:`environment_info`)
+        env.json           package versions, commit, device, CPU model, threads (:func:`environment_info`)
         summary.json       final and best validation, steps, timings (written when the run ends)
         metrics.jsonl      one JSON row per step (``ragen2.trainer.runlog``)
         grad_analysis.csv  the RV-bucketed gradient norms (when ``grad_analysis.enabled``)
@@ -83,8 +83,25 @@ def config_changes(cfg: RunConfig, run_dir: str | Path) -> list[str]:
     return sorted(k for k in old.keys() | new.keys() if old.get(k, "<missing>") != new.get(k, "<missing>"))
 
 
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``'s ``model name`` on Linux, else ``platform.processor()``).
+
+    Recorded with every run and warm start: two CPUs round the same float32 arithmetic differently, so a run
+    is reproducible bit for bit only on the CPU model that made it.
+    """
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and value.strip():
+                    return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
 def environment_info(model) -> dict[str, Any]:
-    """``env.json``: package versions, git commit, device and thread count."""
+    """``env.json``: package versions, git commit, device, CPU model and thread count."""
     import importlib.metadata as md
 
     import torch
@@ -105,7 +122,7 @@ def environment_info(model) -> dict[str, Any]:
         "python": sys.version.split()[0], "platform": platform.platform(), "versions": versions,
         "git_commit": commit, "device": str(device),
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor(),
-        "torch_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
+        "cpu_model": cpu_model(), "torch_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
         "dtype": str(next(model.parameters()).dtype),
     }
 

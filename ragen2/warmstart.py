@@ -32,6 +32,7 @@ from ragen2.rollout.collect import collect_rollouts
 from ragen2.rollout.expert import TEMPLATE_THINKS, ExpertEpisode, expert_episode, is_template
 from ragen2.rollout.prompt import resolve_limits
 from ragen2.rollout.sequence import TokenizedConversation, fit_context, tokenize_conversations
+from ragen2.rundir import cpu_model
 from ragen2.trainer.prefix import head_on_hidden, ragged_forward
 
 logger = logging.getLogger(__name__)
@@ -221,6 +222,8 @@ def warm_start(cfg: RunConfig, out_dir: Path, *, base_policy: Path) -> Path:
         "train_seconds": round(train_seconds, 2),
         **evaluate_greedy(model, tokenizer, cfg),
         "eval_seeds": EVAL_SEEDS,
+        "cpu_model": cpu_model(),
+        "torch_threads": torch.get_num_threads(),
         "base_policy": str(base_policy),
         "config": to_dict(cfg),
         "losses": [round(x, 5) for x in losses],

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ragen2.rundir import cpu_model
+
 
 @dataclass(frozen=True)
 class Sample:
@@ -110,18 +112,6 @@ def interleave(kind: str, baseline: Callable[[], Sample], candidate: Callable[[]
             base = baseline()
         comparison.add(base, cand)
     return comparison
-
-
-def cpu_model() -> str:
-    """The CPU's model name from ``/proc/cpuinfo`` (``platform.processor()`` elsewhere)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def load_average() -> list[float] | None:

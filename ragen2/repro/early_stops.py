@@ -20,6 +20,7 @@ import math
 
 import pandas as pd
 
+from ragen2.repro.collapse_criteria import wide_steps
 from ragen2.repro.stats import pair_by_seed, paired_test
 from ragen2.trainer.early_stop import EarlyStopper
 
@@ -66,10 +67,7 @@ def stop_table(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     validation), ``scored_step`` (the validation that scores the run with the stops on) and ``success_on``.
     ``steps`` is a tidy steps frame (:func:`ragen2.repro.runs.read_runs`) holding the runs.
     """
-    part = steps[steps["run_id"].isin(set(runs["run_id"])) & steps["metric"].isin(METRICS)]
-    wide = part.pivot_table(index=["run_id", "step"], columns="metric", values="value", aggfunc="last")
-    wide.columns.name = None
-    wide = wide.reset_index()
+    wide = wide_steps(steps[steps["run_id"].isin(set(runs["run_id"]))], METRICS)
     for column in METRICS:
         if column not in wide:
             wide[column] = math.nan

@@ -46,7 +46,7 @@ NOTEBOOK_CLAIMS = {
 RUN_ARTIFACTS = {
     "01_template_collapse": ("fig_four_regimes_checkpoints", "table_collapse_texts"),
     "02_snr_mechanism": ("table_grad_buckets", "fig_grad_decomposition"),
-    "03_main_results": ("table_main", "table_main_vs_paper", "table_warm_starts", "table_learning",
+    "03_main_results": ("table_main", "table_main_vs_paper", "table_learning",
                         "table_learning_train_batches", "fig_success_curves", "fig_output_length"),
     "04_rv_quartiles": ("table_rv_quartiles", "fig_rv_quartiles"),
     "05_stochasticity": ("table_stochasticity", "fig_stochasticity"),

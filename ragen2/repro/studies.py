@@ -78,6 +78,10 @@ def load_study_grad_tables(runs_root: str | Path, studies: str | Sequence[str]) 
     return read_grad_tables(study_run_dirs(runs_root, studies))
 
 
+WARM_START_COLUMNS = ("warm_start.steps", "warm_start.template_fraction")
+"""The config columns that tell two warm-start recipes apart in :func:`mechanism_arms`."""
+
+
 def mechanism_arms(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """C6's treated and control runs among ``runs`` (:func:`load_study` of the ``mech`` and ``main`` studies).
 
@@ -96,9 +100,6 @@ def mechanism_arms(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
                 control = control.iloc[0:0]
     return treated, control
 
-
-WARM_START_COLUMNS = ("warm_start.steps", "warm_start.template_fraction")
-"""The config columns that tell two warm-start recipes apart in :func:`mechanism_arms`."""
 
 
 def curve_steps(steps: pd.DataFrame, panel: str, algo: str = "ppo") -> pd.DataFrame:

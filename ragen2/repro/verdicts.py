@@ -171,9 +171,9 @@ def collapse_regime_verdict(table: pd.DataFrame, what: str = "") -> dict:
     return {"collapses_none": none, "collapses_top_p": top, "mi": mi, "verdict": verdict, "summary": summary}
 
 
-def mechanism_regime(runs: pd.DataFrame) -> str:
-    """The setting of the mechanism study's treated runs in words (the regime a C6 verdict holds in)."""
-    treated, _ = mechanism_arms(runs)
+def mechanism_regime(treated: pd.DataFrame) -> str:
+    """The setting of the mechanism study's treated runs (:func:`~ragen2.repro.studies.mechanism_arms`) in words:
+    the regime a C6 verdict holds in."""
     if treated.empty:
         return "mechanism study (no runs)"
 
@@ -202,7 +202,7 @@ def c6_collapse_dynamics(runs: pd.DataFrame, steps: pd.DataFrame) -> Verdict:
     """
     treated, control = mechanism_arms(runs)
     table = cc.run_regimes(treated, steps)
-    regime = mechanism_regime(runs)
+    regime = mechanism_regime(treated)
     rule = collapse_regime_verdict(table, what="Top-p")
     claim = Claim("C6", rule["verdict"], f"{regime}: {rule['summary']}")
     context = []

@@ -1,19 +1,26 @@
-"""The warm starts a set of runs started from, as a table: which policy RL began with, and how good it was.
+"""The warm starts runs started from, as a table: which policy RL began with, and how good it was.
 
 Every run of a profile starts from a cached SFT warm start (``ragen2.warmstart.initial_policy``). Its weights
-decide much of what RL can show, and floating-point details of the machine and the package versions can
-change them, so the pipeline writes this table to ``paper_figures/``: a changed warm start (another weights
-hash, another greedy success) is then visible in ``git diff``.
+decide much of what RL can show, and floating-point details of the machine (the CPU model, the thread count)
+and the package versions can change them, so the pipeline's ``warm_starts`` stage writes every warm start of
+both realizations to ``paper_figures/table_warm_starts`` (:func:`pipeline_warm_starts`, ``python -m
+ragen2.repro.warm_starts``): a changed warm start (another weights hash, another greedy success) is then visible in
+``git diff``, with the CPU and thread count that built it. :func:`warm_start_table` lists the warm starts of a set
+of run directories (what a notebook shows of its own runs).
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import pandas as pd
 
+from ragen2.config import load_config, read_params
+from ragen2.repro.artifacts import save_table
+from ragen2.repro.run_ids import parse_run_id
 from ragen2.rundir import read_config, read_json
 
 COLUMNS = ("warm_start", "env", "sft_steps", "template_fraction", "sft_seed", "greedy_success",
@@ -55,3 +62,64 @@ def warm_start_table(run_dirs: Iterable[str | Path], cache_dir: str | Path) -> p
                          "final_loss": report["final_loss"], "weights_sha256": weights_sha256(path), "runs": 0}
         rows[key]["runs"] += 1
     return pd.DataFrame(list(rows.values()), columns=list(COLUMNS))
+
+
+TABLE = "table_warm_starts"
+"""The pipeline's warm-start table in ``paper_figures/`` (``.csv`` and ``.md``)."""
+PIPELINE_COLUMNS = ("realization", "warm_start", "studies", "runs", "env", "sft_steps", "template_fraction",
+                    "sft_seed", "greedy_success", "greedy_template_share", "final_loss", "torch_threads",
+                    "cpu_model", "weights_sha256")
+CAPTION = ("Every warm start of the pipeline, both realizations: the studies and number of runs it starts, SFT "
+           "steps, template share of its corpus, SFT seed, greedy success and template share on 32 seeds, final "
+           "SFT loss, the torch threads and CPU model that built it, SHA-256 of its weights.")
+
+
+def pipeline_warm_starts(params_path: str | Path = "params.yaml") -> pd.DataFrame:
+    """One row per warm start a params file's pipeline builds (:data:`PIPELINE_COLUMNS`), the first realization's
+    (``pipeline.warm_starts``) then the second's (``pipeline.realization.warm_starts``), in the file's order.
+
+    Paths in the params file are read relative to its folder. Warm starts of zero SFT steps (runs that start from
+    the base policy) are left out; ``torch_threads`` and ``cpu_model`` are empty for a warm start built before
+    its report recorded them.
+
+    Raises:
+        MissingPathError: a warm start has no ``warm_start.json`` (not built yet).
+    """
+    root = Path(params_path).parent
+    pipeline = read_params(params_path).get("pipeline") or {}
+    second = pipeline.get("realization") or {}
+    rows = []
+    for label, entry, overrides in (("first", pipeline, []), ("second", second, list(second.get("set") or []))):
+        train = entry.get("train") or {}
+        for key, spec in (entry.get("warm_starts") or {}).items():
+            cfg = load_config(spec["run"], params_path=params_path, overrides=overrides)
+            if cfg.warm_start.steps == 0:
+                continue
+            path = root / spec["path"]
+            report = read_json(path / "warm_start.json")
+            users = [rid for rid, item in train.items() if (item or {}).get("warm_start") == spec["path"]]
+            rows.append({"realization": label, "warm_start": key,
+                         "studies": " ".join(sorted({parse_run_id(rid)["study"] for rid in users})),
+                         "runs": len(users), "env": cfg.env.name, "sft_steps": cfg.warm_start.steps,
+                         "template_fraction": cfg.warm_start.template_fraction, "sft_seed": cfg.warm_start.seed,
+                         "greedy_success": report["greedy_success"],
+                         "greedy_template_share": report["greedy_template_share"],
+                         "final_loss": report["final_loss"], "torch_threads": report.get("torch_threads"),
+                         "cpu_model": report.get("cpu_model", ""), "weights_sha256": weights_sha256(path)})
+    return pd.DataFrame(rows, columns=list(PIPELINE_COLUMNS))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ragen2.repro.warm_starts",
+                                     description="write the pipeline's warm-start table")
+    parser.add_argument("--params", default="params.yaml")
+    parser.add_argument("--out-dir", default="paper_figures")
+    args = parser.parse_args(argv)
+    table = pipeline_warm_starts(args.params)
+    paths = save_table(table, TABLE, args.out_dir, caption=CAPTION)
+    print(f"wrote {len(table)} warm starts to {paths['md']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ragen2.repro.dvcstages import commit_stages
+from ragen2.repro.dvcstages import commit_stages, run_stages, stage_commands
 
 DVC = [sys.executable, "-m", "dvc"]
 
@@ -52,3 +52,27 @@ def test_unknown_or_no_targets_are_errors(repo):
         commit_stages([], root=repo)
     with pytest.raises(ValueError, match="nope"):
         commit_stages(["train@nope"], root=repo)
+
+
+def test_stages_run_outside_dvc_in_parallel_dearest_first_and_only_the_successful_are_recorded(repo, capfd):
+    (repo / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"train": {"foreach": "${runs}", "do": {
+        "cmd": "test ${item.x} != 2 && mkdir -p out/${key} && echo ${item.x} > out/${key}/v.txt",
+        "params": ["runs.${key}"], "outs": ["out/${key}"]}}}}))
+    assert stage_commands(["train@c"], root=repo)["train@c"] == "test 3 != 2 && mkdir -p out/c && echo 3 > out/c/v.txt"
+    done, failed = run_stages(["train@a", "train@b", "train@c"], workers=2, root=repo,
+                              cost={"train@a": 1, "train@b": 2, "train@c": 3}.get)
+    assert done == ["train@c", "train@a"] and failed == ["train@b"]
+    assert "stage train@b failed" in capfd.readouterr().err
+    assert (repo / "out" / "c" / "v.txt").read_text() == "3\n"
+    lock = yaml.safe_load((repo / "dvc.lock").read_text())
+    assert set(lock["stages"]) == {"train@a", "train@c"}
+    status = dvc(repo, "status").stdout
+    assert "train@b" in status and "train@a" not in status and "train@c" not in status
+
+
+def test_run_stages_checks_its_arguments(repo):
+    with pytest.raises(ValueError, match="workers"):
+        run_stages(["train@a"], workers=0, root=repo)
+    with pytest.raises(ValueError, match="nope"):
+        run_stages(["train@nope"], root=repo)
+    assert run_stages([], root=repo) == ([], [])

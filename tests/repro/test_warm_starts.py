@@ -4,10 +4,18 @@ import json
 
 import pytest
 
-from ragen2.config import RunConfig, apply_overrides, to_dict
+from ragen2.config import RunConfig, apply_overrides, read_params, to_dict
 from ragen2.errors import MissingPathError
 from ragen2.fileio import write_json_atomic
-from ragen2.repro.warm_starts import COLUMNS, warm_start_table, weights_sha256
+from ragen2.repro.profiles import build
+from ragen2.repro.warm_starts import (
+    COLUMNS,
+    PIPELINE_COLUMNS,
+    main,
+    pipeline_warm_starts,
+    warm_start_table,
+    weights_sha256,
+)
 from ragen2.warmstart import warm_start_key
 
 
@@ -48,3 +56,36 @@ def test_weights_hash_follows_the_bytes_and_a_missing_warm_start_is_named(tmp_pa
     run = _run(tmp_path, "r", apply_overrides(cfg, ["warm_start.seed=7"]))
     with pytest.raises(MissingPathError, match="warm_start.json"):
         warm_start_table([run], tmp_path / "cache")
+
+
+def test_the_pipeline_table_lists_every_warm_start_of_both_realizations(tmp_path):
+    (tmp_path / "params.yaml").write_text(build("smoke").yaml())
+    pipeline = read_params(tmp_path / "params.yaml")["pipeline"]
+    specs = [("first", k, v) for k, v in pipeline["warm_starts"].items()]
+    specs += [("second", k, v) for k, v in pipeline["realization"]["warm_starts"].items()]
+    for i, (_, _, spec) in enumerate(specs):
+        path = tmp_path / spec["path"]
+        path.mkdir(parents=True)
+        (path / "model.safetensors").write_bytes(bytes([i]))
+        report = {"greedy_success": i / 10, "greedy_template_share": 0.25, "final_loss": 0.3, "torch_threads": 1,
+                  "cpu_model": "Some CPU"}
+        (path / "warm_start.json").write_text(json.dumps(report))
+    table = pipeline_warm_starts(tmp_path / "params.yaml")
+    assert list(table.columns) == list(PIPELINE_COLUMNS)
+    assert [tuple(r) for r in table[["realization", "warm_start"]].itertuples(index=False)] == [s[:2] for s in specs]
+    assert table["greedy_success"].tolist() == [i / 10 for i in range(len(specs))]
+    assert table["weights_sha256"].nunique() == len(specs) and set(table["cpu_model"]) == {"Some CPU"}
+    assert set(table.loc[table["realization"] == "first", "sft_seed"]) == {0}
+    assert set(table.loc[table["realization"] == "second", "sft_seed"]) == {1}
+    first_train = pipeline["train"]
+    assert table.loc[table["realization"] == "first", "runs"].sum() == len(first_train)
+    assert "main" in " ".join(table["studies"])
+    out = tmp_path / "figs"
+    assert main(["--params", str(tmp_path / "params.yaml"), "--out-dir", str(out)]) == 0
+    assert (out / "table_warm_starts.csv").exists() and "Some CPU" in (out / "table_warm_starts.md").read_text()
+
+
+def test_the_pipeline_table_names_a_warm_start_not_built_yet(tmp_path):
+    (tmp_path / "params.yaml").write_text(build("smoke").yaml())
+    with pytest.raises(MissingPathError, match="warm_start.json"):
+        pipeline_warm_starts(tmp_path / "params.yaml")
