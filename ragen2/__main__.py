@@ -12,9 +12,10 @@ Commands:
   experiment profile (``ragen2.repro.profiles``); ``--estimate`` prints its time estimate.
 - ``warmstart RUN_ID [--params params.yaml] [--cache-dir DIR] [--expect PATH]``: build (or find) the
   warm start a run starts from; ``--expect`` checks it lands at that path (the DVC out).
-- ``claims [--dir paper_figures] [--realization-dir DIR]``: merge ``claims_<section>.csv`` into ``claims.csv``;
-  with the realization check's folder, a verdict stands only where both realizations give it
-  (:mod:`ragen2.repro.realization`).
+- ``claims [--dir paper_figures] [--realization-dir DIR] [--runs-root data/runs]``: merge ``claims_<section>.csv``
+  into ``claims.csv``; with the realization check's folder, every claim is also decided on both realizations' runs
+  together (:mod:`ragen2.repro.pooled`), a verdict stands only where the first, the second and the pooled runs all
+  give it (:mod:`ragen2.repro.realization`), and ``table_power`` gives each pooled test's power.
 - ``train-runs RUN_ID ... [--workers 2] [--threads 1] [--params params.yaml] [--cache-dir DIR]``: train
   several runs on long-lived worker processes, dearest first (:mod:`ragen2.repro.runqueue`); exits 1 if any failed.
 - ``stale-runs``: print the run ids whose DVC ``train`` stage is not up to date (``dvc status``), one per
@@ -329,12 +330,21 @@ def _cmd_claims(args: argparse.Namespace) -> int:
     from ragen2.repro.claims import merge_claims
 
     if args.realization_dir:
+        from ragen2.repro.artifacts import save_table
+        from ragen2.repro.pooled import CLAIM_LOADERS, pooled_claims, pooled_verdicts
         from ragen2.repro.realization import merge_with_realization, read_realization
+        from ragen2.repro.verdicts import POWER_CAPTION, Verdict, power_table
 
-        label = read_realization(args.params).label
-        claims_path, check_path, claims = merge_with_realization(args.dir, args.realization_dir, label)
+        realization = read_realization(args.params)
+        rv_notebook = CLAIM_LOADERS["C3"][0]  # whose per-run quartile tables are C3's units
+        verdicts = pooled_verdicts((args.runs_root, realization.runs_root),
+                                   (args.dir, Path(args.realization_dir) / rv_notebook))
+        claims_path, check_path, claims = merge_with_realization(args.dir, args.realization_dir, realization.label,
+                                                                 pooled_claims(verdicts))
+        power = power_table({k: x for k, x in verdicts.items() if isinstance(x, Verdict)})
+        power_path = save_table(power, "table_power", args.dir, caption=POWER_CAPTION)["md"]
         fragile = [c.claim for c in claims if c.evidence.startswith(("fragile", "unchecked"))]
-        print(f"wrote {claims_path} and {check_path}: {len(claims)} claims"
+        print(f"wrote {claims_path}, {check_path} and {power_path}: {len(claims)} claims"
               + (f"; fragile or unchecked: {', '.join(fragile)}" if fragile else "; every verdict holds"))
         return 0
     merged = merge_claims(args.dir)
@@ -348,8 +358,12 @@ def _add_claims(sub: argparse._SubParsersAction) -> None:
                        parents=_with("params"))
     p.add_argument("--dir", default="paper_figures", help="folder of the section files (default: paper_figures)")
     p.add_argument("--realization-dir", default=None, metavar="DIR",
-                   help="the second realization's notebook folders (DIR/<notebook>/claims_*.csv): claims.csv keeps "
-                        "a verdict only where both realizations give it, and realization_check.csv compares them")
+                   help="the second realization's notebook folders (DIR/<notebook>/claims_*.csv): every claim is also "
+                        "decided on both realizations' runs together, claims.csv keeps a verdict only where the first, "
+                        "the second and the pooled runs all give it, realization_check.csv compares them and "
+                        "table_power.md gives each pooled test's power")
+    p.add_argument("--runs-root", default="data/runs", help="the first realization's runs (default: data/runs); the "
+                   "second's is params.yaml's pipeline.realization.runs_root")
     p.set_defaults(func=_cmd_claims)
 
 

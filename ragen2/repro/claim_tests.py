@@ -43,6 +43,16 @@ paper effect). Where the paper gives a number (C1: its mean FrozenLake gain over
 its rho of +0.39 for MI-ZScore), that number is used instead."""
 
 
+def paired_rows(runs: pd.DataFrame, value: str, a: str, b: str, *, condition: str = "condition",
+                pair_on: str | Sequence[str] = "seed") -> pd.DataFrame:
+    """``value`` under conditions ``a`` and ``b`` side by side, one row per ``pair_on`` key present in both (columns
+    ``a`` and ``b``): the pairs of :func:`paired_claim`."""
+    keys = [pair_on] if isinstance(pair_on, str) else list(pair_on)
+    data = runs.dropna(subset=[value])
+    sides = [data[data[condition] == c].set_index(keys)[value].rename(c) for c in (a, b)]
+    return pd.concat(sides, axis=1, join="inner").dropna()
+
+
 def paired_claim(claim: str, runs: pd.DataFrame, value: str, a: str, b: str, *, direction: str = "greater",
                  condition: str = "condition", pair_on: str | Sequence[str] = "seed", what: str = "",
                  scale: float = 1.0, paper_effect: float | None = None) -> Claim:
@@ -53,10 +63,7 @@ def paired_claim(claim: str, runs: pd.DataFrame, value: str, a: str, b: str, *, 
     ``disagree`` also when the t-CI excludes ``paper_effect``, the smallest difference that would
     count as the paper's effect); with fewer than 2 pairs it is ``inconclusive``.
     """
-    keys = [pair_on] if isinstance(pair_on, str) else list(pair_on)
-    data = runs.dropna(subset=[value])
-    sides = [data[data[condition] == c].set_index(keys)[value].rename(c) for c in (a, b)]
-    joined = pd.concat(sides, axis=1, join="inner").dropna()
+    joined = paired_rows(runs, value, a, b, condition=condition, pair_on=pair_on)
     label = f"{what}: " if what else ""
     if len(joined) < 2:
         return Claim(claim, "inconclusive", f"{label}{len(joined)} pair(s) of {a} vs {b} on {value}; too few")
@@ -116,6 +123,19 @@ def gain_by_value(runs: pd.DataFrame, value_col: str, metric: str = "final_succe
     return pd.DataFrame(rows)
 
 
+def stochasticity_units(runs: pd.DataFrame, value_col: str = "slip_rate", mid: tuple[float, float] = (0.05, 0.5),
+                        a: str = "top_p", b: str = "none") -> pd.DataFrame | None:
+    """C5's units: per seed, the mean gain ``a - b`` over slip rates in ``[mid[0], mid[1]]`` (column ``mid``) and
+    over the others (``ends``); None when the two conditions are not both present."""
+    wide = runs.pivot_table(index=["seed", value_col], columns="condition", values="final_success")
+    if a not in wide.columns or b not in wide.columns:
+        return None
+    gain = (wide[a] - wide[b]).dropna().rename("gain").reset_index()
+    is_mid = gain[value_col].between(*mid)
+    return pd.DataFrame({"mid": gain[is_mid].groupby("seed")["gain"].mean(),
+                         "ends": gain[~is_mid].groupby("seed")["gain"].mean()}).dropna()
+
+
 def stochasticity_claim(claim: str, runs: pd.DataFrame, value_col: str = "slip_rate",
                         mid: tuple[float, float] = (0.05, 0.5), a: str = "top_p", b: str = "none",
                         paper_effect: float | None = None) -> Claim:
@@ -124,13 +144,9 @@ def stochasticity_claim(claim: str, runs: pd.DataFrame, value_col: str = "slip_r
     Per seed: mean gain ``a - b`` over slip rates in ``[mid[0], mid[1]]`` minus the mean gain over
     the other slip rates; a paired test over seeds of that difference (direction greater).
     """
-    wide = runs.pivot_table(index=["seed", value_col], columns="condition", values="final_success")
-    if a not in wide.columns or b not in wide.columns:
+    per_seed = stochasticity_units(runs, value_col, mid, a, b)
+    if per_seed is None:
         return Claim(claim, "inconclusive", f"conditions {a!r} and {b!r} are not both present")
-    gain = (wide[a] - wide[b]).dropna().rename("gain").reset_index()
-    is_mid = gain[value_col].between(*mid)
-    per_seed = pd.DataFrame({"mid": gain[is_mid].groupby("seed")["gain"].mean(),
-                             "ends": gain[~is_mid].groupby("seed")["gain"].mean()}).dropna()
     if len(per_seed) < 2:
         return Claim(claim, "inconclusive", f"{len(per_seed)} seed(s) with both mid and extreme slip rates; too few")
     res = paired_test(per_seed["mid"].to_numpy(), per_seed["ends"].to_numpy())

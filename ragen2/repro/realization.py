@@ -10,6 +10,12 @@ runs, and compares the two verdicts per claim:
 - they differ: the claim is **fragile** and is reported ``inconclusive``, with both verdicts and both
   evidence lines, never as agree or disagree.
 
+The claims stage also decides every claim on both realizations' units together (:mod:`ragen2.repro.pooled`: the
+warm start as a random factor, pairs within each warm start, the effect averaged over both). With that pooled
+verdict the rule is: the verdict stands only where the first realization, the second and the pooled units all give
+it, and the evidence is then the pooled test's (twice the pairs: the estimate to report); any difference among the
+three makes the claim fragile, ``inconclusive``, with all three verdicts.
+
 Where things live (``params.yaml``'s ``pipeline.realization``, written by :mod:`ragen2.repro.profiles`):
 
 - ``set``: the config overrides that make the second realization (``--set`` syntax);
@@ -54,9 +60,10 @@ EXECUTED_DIR = "data/realization/executed"
 CHECK_FILE = "realization_check.csv"
 TRAIN_STAGE = "train_realization"
 """The DVC stage (``foreach`` over run ids) that trains the second realization's runs."""
-COLUMNS = ("claim", "verdict", "first", "second", "holds", "second_evidence")
-"""``realization_check.csv``: the final verdict, the first and second realization's verdicts, whether they
-match, and the second realization's evidence (the first's is in ``claims.csv``)."""
+COLUMNS = ("claim", "verdict", "first", "second", "pooled", "holds", "first_evidence", "second_evidence")
+"""``realization_check.csv``: the final verdict, the first and second realization's verdicts and the pooled one
+(empty when not computed), whether they all match, and each realization's own evidence (the pooled evidence is
+``claims.csv``'s)."""
 
 
 @dataclass(frozen=True)
@@ -93,12 +100,14 @@ def pipeline_entry(overrides: Sequence[str], label: str, warm_starts: dict[str, 
             "warm_starts": warm_starts, "train": train, "notebooks": notebooks}
 
 
-def compare_claims(first: Iterable[Claim], second: Iterable[Claim], label: str = LABEL
-                   ) -> tuple[list[Claim], list[dict[str, str]]]:
-    """The final claims and the comparison rows of two realizations' merged claims.
+def compare_claims(first: Iterable[Claim], second: Iterable[Claim], label: str = LABEL,
+                   pooled: Iterable[Claim] | None = None) -> tuple[list[Claim], list[dict[str, str]]]:
+    """The final claims and the comparison rows of two realizations' merged claims (and, when given, the claims
+    decided on both realizations' units together, :mod:`ragen2.repro.pooled`).
 
     A claim decided in only one realization is left undecided (``inconclusive``): its verdict was not
-    checked. Evidence of a fragile claim names both verdicts and keeps both evidence lines.
+    checked. Evidence of a fragile claim names every verdict and keeps every evidence line. With ``pooled``, a
+    verdict stands only where all three give it, with the pooled evidence first.
 
     Returns:
         ``(claims, rows)``: the final :class:`Claim` s in C1..C7 order, and one row per claim with the
@@ -106,16 +115,26 @@ def compare_claims(first: Iterable[Claim], second: Iterable[Claim], label: str =
     """
     a = {c.claim: c for c in first}
     b = {c.claim: c for c in second}
+    p = {c.claim: c for c in pooled} if pooled is not None else {}
     claims, rows = [], []
     for claim_id in sorted(set(a) | set(b), key=CLAIM_IDS.index):
-        one, two = a.get(claim_id), b.get(claim_id)
-        if one is not None and two is not None and one.verdict == two.verdict:
-            final = Claim(claim_id, one.verdict, f"{one.evidence} || holds in the {label}")
-        elif one is not None and two is not None:
-            final = Claim(claim_id, "inconclusive",
-                          f"fragile: {one.verdict} in the first realization, {two.verdict} in the {label} || "
-                          f"first: {one.evidence} || second: {two.evidence}")
+        one, two, both = a.get(claim_id), b.get(claim_id), p.get(claim_id)
+        if one is not None and two is not None:
+            verdicts = [one.verdict, two.verdict] + ([both.verdict] if both is not None else [])
+            holds = len(set(verdicts)) == 1
+            if holds and both is not None:
+                final = Claim(claim_id, one.verdict, f"pooled over both warm starts: {both.evidence} || holds in the "
+                                                     f"first realization and in the {label}")
+            elif holds:
+                final = Claim(claim_id, one.verdict, f"{one.evidence} || holds in the {label}")
+            else:
+                pooled_text = (f", {both.verdict} pooled over both || pooled: {both.evidence}"
+                               if both is not None else "")
+                final = Claim(claim_id, "inconclusive",
+                              f"fragile: {one.verdict} in the first realization, {two.verdict} in the {label}"
+                              f"{pooled_text} || first: {one.evidence} || second: {two.evidence}")
         else:
+            holds = False
             present = one or two
             which = "first" if one is not None else "second"
             final = Claim(claim_id, "inconclusive",
@@ -123,8 +142,8 @@ def compare_claims(first: Iterable[Claim], second: Iterable[Claim], label: str =
         claims.append(final)
         rows.append({"claim": claim_id, "verdict": final.verdict,
                      "first": one.verdict if one else "", "second": two.verdict if two else "",
-                     "holds": str(one is not None and two is not None and one.verdict == two.verdict).lower(),
-                     "second_evidence": two.evidence if two else ""})
+                     "pooled": both.verdict if both else "", "holds": str(holds).lower(),
+                     "first_evidence": one.evidence if one else "", "second_evidence": two.evidence if two else ""})
     return claims, rows
 
 
@@ -137,10 +156,11 @@ def write_comparison(rows: Sequence[Mapping[str, str]], path: str | Path) -> Pat
     return write_text_atomic(Path(path), buf.getvalue())
 
 
-def merge_with_realization(out_dir: str | Path, second_root: str | Path, label: str = LABEL
-                           ) -> tuple[Path, Path, list[Claim]]:
+def merge_with_realization(out_dir: str | Path, second_root: str | Path, label: str = LABEL,
+                           pooled: Iterable[Claim] | None = None) -> tuple[Path, Path, list[Claim]]:
     """``claims.csv`` from both realizations: the first's section files in ``out_dir``, the second's in
-    ``second_root/<notebook>/``; also ``out_dir/realization_check.csv``.
+    ``second_root/<notebook>/``, and the pooled claims where given (:func:`compare_claims`); also
+    ``out_dir/realization_check.csv``.
 
     Raises:
         FileNotFoundError: either realization has no section file.
@@ -153,5 +173,5 @@ def merge_with_realization(out_dir: str | Path, second_root: str | Path, label: 
             raise FileNotFoundError(f"no claims_<section>.csv under {str(where)!r}")
     first, _ = merged_rows(first_files)
     second, _ = merged_rows(second_files)
-    claims, rows = compare_claims(first, second, label)
+    claims, rows = compare_claims(first, second, label, pooled)
     return write_merged(out_dir / "claims.csv", claims), write_comparison(rows, out_dir / CHECK_FILE), claims

@@ -357,6 +357,33 @@ def pairs_needed(diff_std: float, effect: float, *, alpha: float = 0.05, power: 
     return max_pairs
 
 
+def t_interval_width(diff_std: float, n: int, *, ci: float = 0.95) -> float:
+    """Width of the ``ci`` t-interval of a mean of ``n`` paired differences with standard deviation ``diff_std``
+    (NaN for fewer than 2 pairs or a non-finite spread)."""
+    if n < 2 or not math.isfinite(diff_std):
+        return math.nan
+    return 2 * float(sps.t.ppf(0.5 + ci / 2, n - 1)) * diff_std / math.sqrt(n)
+
+
+def pairs_for_interval(diff_std: float, effect: float, *, ci: float = 0.95, max_pairs: int = 100_000) -> int:
+    """The fewest pairs whose ``ci`` t-interval (:func:`t_interval_width`) is narrower than ``|effect|``.
+
+    An interval narrower than the effect cannot hold both 0 and the effect, so the test then decides whatever the
+    mean comes out (significant, or ruling the effect out): the size a deciding test needs.
+
+    Raises:
+        ValueError: a non-positive ``diff_std`` or a zero ``effect``.
+    """
+    if not (diff_std > 0 and math.isfinite(diff_std)):
+        raise ValueError(f"diff_std must be a positive number, got {diff_std!r}")
+    if not (effect != 0 and math.isfinite(effect)):
+        raise ValueError(f"effect must be a non-zero number, got {effect!r}")
+    n = 2
+    while n < max_pairs and not t_interval_width(diff_std, n, ci=ci) < abs(effect):
+        n = n + 1 if n < 200 else int(n * 1.05) + 1
+    return min(n, max_pairs)
+
+
 def runs_needed_for_rho(rho: float, *, alpha: float = 0.05, power: float = 0.8) -> int:
     """Runs a two-sided test of Spearman's rho = 0 needs to detect ``rho`` with ``power`` (Fisher's z
     approximation, ``n = ((z_{1-alpha/2} + z_power) / atanh(rho))**2 + 3``)."""

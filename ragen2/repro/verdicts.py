@@ -18,11 +18,13 @@ C7     :func:`c7_interventions`         the main and sweep studies' runs, and th
 =====  ==============================  =====================================================  ==========
 
 Every function returns a :class:`Verdict`: the :class:`~ragen2.repro.claims.Claim` the notebook writes to
-its claims file, and the :class:`Power` numbers of its power note (C3, C6, C7; empty for the others).
+its claims file, and the :class:`Power` numbers of its deciding test (the power table of the claims stage).
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -35,17 +37,54 @@ from ragen2.repro.claim_tests import (
     grad_claim,
     intervention_claim,
     paired_claim,
+    paired_rows,
     quartile_claim,
     stochasticity_claim,
+    stochasticity_units,
     trend_claim,
     with_context,
 )
 from ragen2.repro.claims import Claim
 from ragen2.repro.prompt_tables import quartile_differences
-from ragen2.repro.stats import pair_by_seed, pairs_needed, runs_needed_for_rho
+from ragen2.repro.runs import MI_METRIC
+from ragen2.repro.stats import (
+    pair_by_seed,
+    pairs_for_interval,
+    pairs_needed,
+    runs_needed_for_rho,
+    t_interval_width,
+)
 from ragen2.repro.studies import filter_gain_units, mechanism_arms
 from ragen2.repro.tables import paper_gain
 
+C1_STUDIES = "main"
+"""The study C1 is decided on (notebook 03)."""
+C2_STUDIES = ("main", "mech", "slip", "ent", "kl", "toppsweep")
+"""The studies whose runs C2 correlates (notebook 06): every run of the profile."""
+C2_METRICS = {
+    "collapse_first_turn/mi_zscore": "MI-ZScore",
+    "collapse_first_turn/mi_seq_estimate": "MI seq estimate",
+    "collapse_first_turn/mi_zscore_seq": "MI-ZScore (seq)",
+    "collapse_first_turn/retrieval_accuracy": "retrieval accuracy",
+    "collapse_first_turn/conditional_entropy_est": "conditional entropy",
+    "collapse_first_turn/reasoning_entropy_est": "reasoning entropy",
+    "actor/entropy": "token entropy",
+}
+"""C2's final metrics (logged name -> label) correlated with final success."""
+C4_STUDIES = ("main", "mech")
+"""The studies that run the gradient analysis C4 reads (notebook 02)."""
+C4_ALGOS = ("ppo", "grpo")
+"""The algorithms C4 is decided on."""
+C6_STUDIES = ("mech", "main")
+"""The studies C6 reads (notebook 07): the mechanism study, and the main study as its control where it has none."""
+C6_METRICS = (MI_METRIC, "collapse_first_turn/retrieval_accuracy")
+"""The per-step metrics notebook 07 loads with C6's runs."""
+C7_STUDIES = ("main", "ent", "kl", "toppsweep")
+"""The studies C7 is decided on (notebook 08)."""
+C7_METRICS = (MI_METRIC,)
+"""The per-step metrics notebook 08 loads with C7's runs."""
+C7_SWEEPS = {"ent": "entropy coef", "kl": "KL coef", "toppsweep": "top-p"}
+"""C7's sweep studies and their labels (:func:`~ragen2.repro.studies.sweep_table`)."""
 C2_MI_METRIC = "collapse_first_turn/mi_zscore"
 """The MI proxy C2 holds to the paper's rho (MI-ZScore, +0.39 in the paper)."""
 C2_ENTROPY_METRICS = ("collapse_first_turn/conditional_entropy_est", "collapse_first_turn/reasoning_entropy_est",
@@ -65,14 +104,30 @@ class Power:
     n: int
     """Units the test has (paired seeds, runs)."""
     mean: float
-    """Mean of the units' differences (NaN when the note does not report one)."""
+    """Mean of the units' differences (for a rho: the rho; NaN when the note does not report one)."""
     std: float
-    """Sample std of the differences (NaN with fewer than 2 units)."""
+    """Sample std of the differences (NaN with fewer than 2 units, and for a rho)."""
     needed: float
     """Units a two-sided paired t-test (or, for a rho, a rank-correlation test) needs for 80 % power against
-    :attr:`effect` (NaN when the spread is 0 or unknown)."""
+    :attr:`effect` (NaN when the spread is 0 or unknown, or no effect is fixed)."""
     effect: float
-    """The effect the power is computed against."""
+    """The effect the power is computed against (NaN: the test decides on significance alone)."""
+    kind: str = "paired"
+    """``paired`` (a mean of paired differences) or ``rho`` (a rank correlation over runs or rows)."""
+
+    @property
+    def width(self) -> float:
+        """Width of the 95 % t-interval of the mean difference (paired tests; NaN for a rho)."""
+        return t_interval_width(self.std, self.n) if self.kind == "paired" else float("nan")
+
+    @property
+    def for_interval(self) -> float:
+        """Pairs whose 95 % t-interval is narrower than :attr:`effect` (:func:`~ragen2.repro.stats.pairs_for_interval`;
+        for a rho, :attr:`needed`): the size at which the test decides whatever the mean comes out."""
+        if self.kind != "paired":
+            return self.needed
+        ok = self.std > 0 and math.isfinite(self.std) and self.effect != 0 and math.isfinite(self.effect)
+        return pairs_for_interval(self.std, self.effect) if ok else float("nan")
 
 
 @dataclass(frozen=True)
@@ -101,22 +156,34 @@ def c1_filter_gain(runs: pd.DataFrame) -> Verdict:
 
     Decided by a paired test over every (env, algorithm, seed) pair against the paper's mean gain on the same
     cells (:func:`paper_filter_gain`); per-algorithm tests and Top-k (where run) are context.
+
+    Power (``success``): the pairs' Top-p - none differences against the paper's gain.
     """
+    effect = paper_filter_gain(runs)
     main = paired_claim("C1", runs, "final_success", "top_p", "none", pair_on=("env", "algo", "seed"),
-                        what="all envs and algorithms", scale=100, direction="greater",
-                        paper_effect=paper_filter_gain(runs))
+                        what="all envs and algorithms", scale=100, direction="greater", paper_effect=effect)
     per_algo = [paired_claim("C1", runs[runs["algo"] == algo], "final_success", "top_p", "none",
                              pair_on=("env", "seed"), what=algo, scale=100) for algo in sorted(runs["algo"].unique())]
     topk = ([paired_claim("C1", runs[runs["algo"] == "ppo"], "final_success", "top_k", "none",
                           pair_on=("env", "seed"), what="PPO top-k", scale=100)]
             if "top_k" in set(runs["condition"]) else [])
-    return Verdict(with_context(main, *per_algo, *topk))
+    pairs = paired_rows(runs, "final_success", "top_p", "none", pair_on=("env", "algo", "seed"))
+    return Verdict(with_context(main, *per_algo, *topk),
+                   {"success": _paired_power(pairs["top_p"] - pairs["none"], effect)})
 
 
 def c2_mi_predicts_success(corr: pd.DataFrame) -> Verdict:
     """C2: MI-ZScore correlates with final success, and better than every entropy measure
-    (:func:`~ragen2.repro.claim_tests.correlation_claim` on :data:`C2_MI_METRIC` and :data:`C2_ENTROPY_METRICS`)."""
-    return Verdict(correlation_claim("C2", corr, C2_MI_METRIC, list(C2_ENTROPY_METRICS)))
+    (:func:`~ragen2.repro.claim_tests.correlation_claim` on :data:`C2_MI_METRIC` and :data:`C2_ENTROPY_METRICS`).
+
+    Power (``rho``): the runs a test of the MI proxy's rho needs to detect the paper's rho, against the runs it has.
+    """
+    claim = correlation_claim("C2", corr, C2_MI_METRIC, list(C2_ENTROPY_METRICS))
+    row = corr.set_index("metric").loc[C2_MI_METRIC]
+    paper_rho = float(row["paper_rho"]) if "paper_rho" in row and not pd.isna(row["paper_rho"]) else math.nan
+    needed = runs_needed_for_rho(paper_rho) if math.isfinite(paper_rho) and paper_rho != 0 else math.nan
+    return Verdict(claim, {"rho": Power(n=int(row["n"]), mean=float(row["rho"]), std=math.nan, needed=needed,
+                                        effect=paper_rho, kind="rho")})
 
 
 def c3_rv_quartiles(quartiles: pd.DataFrame) -> Verdict:
@@ -132,14 +199,28 @@ def c3_rv_quartiles(quartiles: pd.DataFrame) -> Verdict:
 
 def c4_gradient_snr(grad: pd.DataFrame) -> Verdict:
     """C4: the task-gradient norm grows with bucket RV while the regularisation norm does not, per algorithm
-    (:func:`~ragen2.repro.claim_tests.grad_claim` per algorithm of ``grad``, combined)."""
-    per_algo = [grad_claim("C4", grad[grad["algo"] == algo]) for algo in sorted(grad["algo"].unique().tolist())]
-    return Verdict(combine("C4", per_algo))
+    (:func:`~ragen2.repro.claim_tests.grad_claim` per algorithm of ``grad``, combined).
+
+    Power (``task_rho_<algo>``): the bucket rows each algorithm's test has; no effect size is fixed for C4 (it is
+    decided on significance alone), so none is needed or sized.
+    """
+    algos = sorted(grad["algo"].unique().tolist())
+    per_algo = [grad_claim("C4", grad[grad["algo"] == algo]) for algo in algos]
+    rows = grad[grad["bucket"].astype(str) != "all"].dropna(subset=["rv_mean", "task_norm", "reg_norm"])
+    power = {f"task_rho_{algo}": Power(n=int((rows["algo"] == algo).sum()), mean=math.nan, std=math.nan,
+                                      needed=math.nan, effect=math.nan, kind="rho") for algo in algos}
+    return Verdict(combine("C4", per_algo), power)
 
 
 def c5_stochasticity(runs: pd.DataFrame) -> Verdict:
-    """C5: the filter's gain is larger at partial slip than at the extremes (against the smallest effect)."""
-    return Verdict(stochasticity_claim("C5", runs, paper_effect=SMALLEST_EFFECTS["C5"]))
+    """C5: the filter's gain is larger at partial slip than at the extremes (against the smallest effect).
+
+    Power (``gain``): the seeds' mid-minus-ends gain differences against the smallest effect.
+    """
+    effect = SMALLEST_EFFECTS["C5"]
+    units = stochasticity_units(runs)
+    power = {} if units is None else {"gain": _paired_power(units["mid"] - units["ends"], effect)}
+    return Verdict(stochasticity_claim("C5", runs, paper_effect=effect), power)
 
 
 def collapse_regime_verdict(table: pd.DataFrame, what: str = "") -> dict:
@@ -247,3 +328,29 @@ def c7_interventions(studies: pd.DataFrame, sweeps: pd.DataFrame) -> Verdict:
     rho = Power(n=int((sweeps["sweep"] == "top-p").sum()), mean=float("nan"), std=float("nan"), needed=need_rho,
                 effect=rho_bar)
     return Verdict(claim, {"primary": primary, "rho": rho})
+
+
+POWER_COLUMNS = ("claim", "part", "kind", "units", "mean", "std", "effect", "interval_width", "units_for_interval",
+                 "units_for_80_power", "sized")
+"""The power table: per deciding test, its units, the spread of their differences, the effect it judges, the width of
+its 95 % interval, the units an interval narrower than the effect needs, the units 80 % power needs, and whether the
+test has them (``yes``, ``no``, or ``n/a`` where no effect size is fixed)."""
+POWER_CAPTION = ("Power of each deciding test on the units it was decided on (success as a fraction, MI in nats): "
+                 "units, mean and std of the paired differences (for a rho: the rho), the effect it judges (the "
+                 "paper's, or the smallest effect of interest), the width of its 95 % t-interval, the units an interval "
+                 "narrower than that effect needs (a test that size decides whatever the mean comes out), the units "
+                 "a two-sided test needs for 80 % power; sized = it has the units an interval narrower than the effect "
+                 "needs (for a rho: those 80 % power needs).")
+
+
+def power_table(verdicts: Mapping[str, Verdict]) -> pd.DataFrame:
+    """The :data:`POWER_COLUMNS` rows of every part of every verdict's power numbers, in claim order."""
+    rows = []
+    for claim in sorted(verdicts):
+        for part, power in verdicts[claim].power.items():
+            target = power.for_interval
+            sized = "n/a" if not math.isfinite(target) else ("yes" if power.n >= target else "no")
+            rows.append({"claim": claim, "part": part, "kind": power.kind, "units": power.n, "mean": power.mean,
+                         "std": power.std, "effect": power.effect, "interval_width": power.width,
+                         "units_for_interval": target, "units_for_80_power": power.needed, "sized": sized})
+    return pd.DataFrame(rows, columns=list(POWER_COLUMNS))

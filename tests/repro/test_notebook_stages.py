@@ -9,7 +9,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from ragen2.repro import notebook_stages
+from ragen2.repro import notebook_stages, verdicts
 from ragen2.repro.notebook_stages import (
     NOTEBOOK_STUDIES,
     OWN_PIPELINE_NOTEBOOKS,
@@ -27,7 +27,8 @@ ALL_RUNS_LOADERS = ("load_runs", "load_grad_tables", "find_run_dirs", "read_runs
 
 
 def studies_loaded(source: str) -> set[str]:
-    """The studies a notebook's code loads (literal arguments of :data:`LOADERS`; ``slip_runs``: slip and main)."""
+    """The studies a notebook's code loads (literal arguments of :data:`LOADERS`, or the constants of
+    :mod:`ragen2.repro.verdicts` they name; ``slip_runs``: slip and main)."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(source)):
         if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
@@ -37,7 +38,9 @@ def studies_loaded(source: str) -> set[str]:
         if name == "slip_runs":
             found |= {"slip", "main"}
         elif name in LOADERS:
-            value = ast.literal_eval(node.args[LOADERS[name]])
+            arg = node.args[LOADERS[name]]
+            # a study list is a literal or one of the claims' constants (shared with ragen2.repro.pooled)
+            value = getattr(verdicts, arg.id) if isinstance(arg, ast.Name) else ast.literal_eval(arg)
             found |= {value} if isinstance(value, str) else set(value)
     return found
 

@@ -36,6 +36,24 @@ def test_a_verdict_both_realizations_give_stands_and_one_that_flips_is_fragile()
         ("C3", "agree", "", "false"), ("C4", "", "disagree", "false")]
 
 
+def test_with_pooled_claims_a_verdict_stands_only_where_all_three_give_it():
+    first = [Claim("C1", "disagree", "a1"), Claim("C2", "disagree", "a2"), Claim("C3", "agree", "a3")]
+    second = [Claim("C1", "disagree", "b1"), Claim("C2", "disagree", "b2"), Claim("C3", "inconclusive", "b3")]
+    pooled = [Claim("C1", "disagree", "p1"), Claim("C2", "inconclusive", "p2"), Claim("C3", "agree", "p3")]
+    claims, rows = realization.compare_claims(first, second, label="second warm start", pooled=pooled)
+    by_id = {c.claim: c for c in claims}
+    assert by_id["C1"].verdict == "disagree"
+    assert by_id["C1"].evidence == ("pooled over both warm starts: p1 || holds in the first realization and in the "
+                                    "second warm start")
+    for claim, pooled_verdict in (("C2", "inconclusive"), ("C3", "agree")):  # the halves agree, the pool does not;
+        assert by_id[claim].verdict == "inconclusive"                         # or the pool agrees with one half only
+        assert by_id[claim].evidence.startswith("fragile: ") and f"{pooled_verdict} pooled over both" in by_id[claim].evidence
+    assert [(r["claim"], r["pooled"], r["holds"]) for r in rows] == [("C1", "disagree", "true"),
+                                                                     ("C2", "inconclusive", "false"),
+                                                                     ("C3", "agree", "false")]
+    assert rows[0]["first_evidence"] == "a1" and rows[0]["second_evidence"] == "b1"
+
+
 def test_merge_with_realization_reads_both_folders_and_writes_claims_and_the_check(tmp_path):
     first, second = tmp_path / "paper_figures", tmp_path / "realization"
     write_claims("main_results", [("C1", "agree", "a1")], first)
@@ -120,6 +138,9 @@ def test_dvc_yaml_trains_the_second_realization_and_decides_the_claims_from_both
         assert stage["deps"][2:] == stages["nb_01_template_collapse"]["deps"][2:]  # the same code deps
         assert f"{realization.FIGURES_ROOT}/{nb}" in paths(stage["outs"])
     claims = stages["claims"]
-    assert claims["cmd"].endswith(f"--realization-dir {realization.FIGURES_ROOT}")
-    assert realization.FIGURES_ROOT in claims["deps"]
-    assert paths(claims["outs"]) == ["paper_figures/claims.csv", f"paper_figures/{realization.CHECK_FILE}"]
+    assert f"--realization-dir {realization.FIGURES_ROOT} --runs-root data/runs" in claims["cmd"]
+    # the pooled verdicts read both realizations' runs (through their input manifests) and notebook 04's tables
+    assert {realization.FIGURES_ROOT, "data/inputs", "data/realization/inputs", "ragen2/repro",
+            "paper_figures/table_rv_quartiles.csv"} <= set(claims["deps"])
+    assert paths(claims["outs"]) == ["paper_figures/claims.csv", f"paper_figures/{realization.CHECK_FILE}",
+                                     "paper_figures/table_power.csv", "paper_figures/table_power.md"]

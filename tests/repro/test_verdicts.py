@@ -32,7 +32,13 @@ def _main_runs(gain=0.06, algos=("ppo", "grpo"), seeds=4, conditions=("none", "t
 
 def test_c1_decides_on_all_pairs_against_the_papers_gain_and_reports_algorithms_as_context():
     verdict = verdicts.c1_filter_gain(_main_runs())
-    assert verdict.claim.claim == "C1" and verdict.claim.verdict == "agree" and verdict.power == {}
+    assert verdict.claim.claim == "C1" and verdict.claim.verdict == "agree" and list(verdict.power) == ["success"]
+    runs = _main_runs()
+    diffs = (runs[runs["condition"] == "top_p"]["final_success"].to_numpy()
+             - runs[runs["condition"] == "none"]["final_success"].to_numpy())
+    power = verdict.power["success"]
+    assert power.n == 8 and power.mean == pytest.approx(diffs.mean()) and power.std == pytest.approx(diffs.std(ddof=1))
+    assert power.effect == verdicts.paper_filter_gain(runs) and power.kind == "paired"
     assert verdict.claim.evidence.startswith("all envs and algorithms: final_success top_p - none")
     assert f"paper's effect {verdicts.paper_filter_gain(_main_runs()) * 100:+.3g}" in verdict.claim.evidence
     assert "(context) grpo:" in verdict.claim.evidence and "(context) ppo:" in verdict.claim.evidence
@@ -65,7 +71,31 @@ def test_c4_and_c5_apply_their_claim_tests():
     slips = pd.DataFrame([{"seed": s, "slip_rate": slip, "condition": c, "final_success": 0.4 + 0.01 * s
                            + (0.2 if c == "top_p" and 0.05 <= slip <= 0.5 else 0.0) + 0.001 * s * (c == "top_p")}
                           for s in range(5) for slip in (0.0, 0.2, 1.0) for c in ("none", "top_p")])
-    assert verdicts.c5_stochasticity(slips).claim == stochasticity_claim("C5", slips, paper_effect=0.02)
+    c5 = verdicts.c5_stochasticity(slips)
+    assert c5.claim == stochasticity_claim("C5", slips, paper_effect=0.02)
+    assert c5.power["gain"].n == 5 and c5.power["gain"].mean == pytest.approx(0.2)  # the seed term cancels
+    c4_power = verdicts.c4_gradient_snr(pd.DataFrame(rows)).power
+    assert sorted(c4_power) == ["task_rho_grpo", "task_rho_ppo"] and c4_power["task_rho_ppo"].n == 18
+    assert math.isnan(c4_power["task_rho_ppo"].for_interval)  # no effect size fixed for C4: nothing to size
+
+
+def test_the_power_table_sizes_paired_tests_by_their_interval_and_rhos_by_their_power():
+    table = verdicts.power_table({
+        "C1": verdicts.Verdict(verdicts.Claim("C1", "disagree", "x"),
+                               {"success": verdicts.Power(n=16, mean=0.01, std=0.045, needed=12, effect=0.04)}),
+        "C2": verdicts.Verdict(verdicts.Claim("C2", "disagree", "x"),
+                               {"rho": verdicts.Power(n=78, mean=0.2, std=math.nan, needed=50, effect=0.39,
+                                                      kind="rho")}),
+        "C4": verdicts.Verdict(verdicts.Claim("C4", "inconclusive", "x"),
+                               {"task_rho_ppo": verdicts.Power(n=40, mean=math.nan, std=math.nan, needed=math.nan,
+                                                               effect=math.nan, kind="rho")}),
+    })
+    assert list(table.columns) == list(verdicts.POWER_COLUMNS)
+    c1, c2, c4 = (table.iloc[i] for i in range(3))
+    assert c1["interval_width"] == pytest.approx(2 * 2.1314 * 0.045 / 4, rel=1e-3) and c1["interval_width"] > 0.04
+    assert c1["units_for_interval"] == 22 and c1["sized"] == "no"  # 16 pairs: an interval wider than the effect
+    assert c2["units_for_interval"] == 50 and c2["sized"] == "yes" and math.isnan(c2["interval_width"])
+    assert c4["sized"] == "n/a"
 
 
 C6_STEPS = np.arange(0, 160, 10)
