@@ -102,7 +102,7 @@ smoke: setup
 	tar --exclude=__pycache__ -cf - ragen2 notebooks dvc.yaml pyproject.toml | tar -xf - -C $(SMOKE_DIR)
 	cd $(SMOKE_DIR) && $(abspath $(PY)) -m ragen2 profile smoke --write params.yaml && \
 	  PATH="$(abspath $(VENV))/bin:$$PATH" dvc init --no-scm -q && \
-	  time PATH="$(abspath $(VENV))/bin:$$PATH" dvc repro claims nb_01_template_collapse
+	  time PATH="$(abspath $(VENV))/bin:$$PATH" dvc repro claims nb_01_template_collapse warm_starts
 	@echo "smoke pipeline done: $(SMOKE_DIR)/paper_figures"
 
 # The paper profile's whole pipeline as a dry run (ragen2/repro/dry_run.py, docs/paper_profile.md): its run grid,

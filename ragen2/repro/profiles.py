@@ -112,10 +112,11 @@ S_PER_RUN = 1.6
 """Fixed cost per run outside its own timer (handing the run to a worker, reading params), measured: 82 runs on
 two workers took 1.6 s per run more than the sum of their ``total_elapsed``. A process per run costs 7.0 s
 (mostly importing torch and transformers), which is why :mod:`ragen2.repro.runqueue` keeps its workers."""
-S_PER_WARM_START_STEP = 0.25
+S_PER_WARM_START_STEP = 0.245
 """Measured: the CPU profile's four warm starts (600 and 1500 SFT steps of 32 single-turn FrozenLake episodes, both
-realizations, two torch threads: they run alone) took 17.6 minutes for their 4,200 SFT steps, corpus building and
-greedy evaluation included, in the same fresh-clone run as :data:`S_PER_STEP`."""
+realizations; corpus building, model loading and greedy evaluation included) took 8.6 minutes for their 4,200 SFT
+steps on two workers of one torch thread each (``make repro``'s ``build-warm-starts``), in a fresh clone on
+2026-12-02 beside a test run: 0.245 s per SFT step and worker."""
 S_PER_NOTEBOOK = 71.0
 """Seconds per executed notebook (kernel start, imports, the prompt-level rollouts of notebooks 04/07): the
 data stage, the eight notebooks and the claims stage take 9.5 minutes from a fresh clone (notebook 04 and its
@@ -546,13 +547,14 @@ class Estimate:
 
     @property
     def total_s(self) -> float:
-        """Wall-clock estimate: training shared over the workers; the warm starts (before any run, on every
-        thread: :data:`S_PER_WARM_START_STEP` is measured so) and the notebooks one after another."""
-        return self.train_s / self.workers + self.warm_start_s + self.notebooks_s
+        """Wall-clock estimate: the warm starts (before any run) and then training shared over the workers, one
+        torch thread each (the warm starts pair up evenly: both realizations build the same recipes), and the
+        notebooks one after another."""
+        return (self.train_s + self.warm_start_s) / self.workers + self.notebooks_s
 
     def summary(self) -> str:
         return (f"{self.runs} runs, {self.train_steps} RL steps ({self.train_s / 60:.1f} CPU-min), "
-                f"{self.warm_starts} warm starts ({self.warm_start_s / 60:.1f} min), notebooks "
+                f"{self.warm_starts} warm starts ({self.warm_start_s / 60:.1f} CPU-min), notebooks "
                 f"{self.notebooks_s / 60:.1f} min; on {self.workers} workers about {self.total_s / 60:.0f} min wall")
 
 

@@ -326,7 +326,7 @@ def c7_interventions(studies: pd.DataFrame, sweeps: pd.DataFrame) -> Verdict:
     primary = Power(n=len(units), mean=units["diff"].mean(), std=diff_std,
                     needed=pairs_needed(diff_std, paper_effect) if diff_std > 0 else float("nan"), effect=paper_effect)
     rho = Power(n=int((sweeps["sweep"] == "top-p").sum()), mean=float("nan"), std=float("nan"), needed=need_rho,
-                effect=rho_bar)
+                effect=rho_bar, kind="rho")
     return Verdict(claim, {"primary": primary, "rho": rho})
 
 

@@ -128,6 +128,14 @@ def test_smoke_runs_execute_every_notebook(smoke_repo, tmp_path):
     merged = merge_claims(fig_dir, require_all=True)
     assert [c.claim for c in merged.rows] == list(CLAIM_IDS)
     assert (fig_dir / "fig_four_regimes_toy.png").exists() and (fig_dir / "fig_reward_heatmaps.pdf").exists()
+    # the claims stage's pooled verdicts load what the notebooks loaded: here the same runs as both realizations
+    from ragen2.repro.pooled import pooled_verdicts
+    from ragen2.repro.verdicts import Verdict, power_table
+
+    runs = root / "data" / "runs"
+    verdicts = pooled_verdicts((runs, runs), (fig_dir, fig_dir))
+    assert all(isinstance(verdicts[c], Verdict) for c in CLAIM_IDS), verdicts
+    assert set(power_table(verdicts)["claim"]) == {"C1", "C2", "C3", "C4", "C5", "C6", "C7"}
 
 
 @pytest.mark.slow

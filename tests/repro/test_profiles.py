@@ -163,6 +163,7 @@ def test_estimate_is_computed_from_the_grid(profiles):
     cpu = estimate(profiles["cpu"])  # one realization at the measured rates; two warm starts, the base's and the
     # mechanism study's; the realization check doubles training and warm starts, and both must fit the 90 minutes
     assert cpu.warm_starts == 2 and 2 * (cpu.total_s - cpu.notebooks_s) + cpu.notebooks_s * 15 / 8 <= 90 * 60
+    assert cpu.total_s == pytest.approx((cpu.train_s + cpu.warm_start_s) / 2 + cpu.notebooks_s)
     with pytest.raises(ValueError, match="'dapo'"):
         estimate(profiles["cpu"], s_per_step={"frozenlake": {"ppo": 1.0, "grpo": 1.0}})
 

@@ -188,6 +188,7 @@ def test_c7_uses_c1s_paper_effect_discloses_the_change_and_reports_both_powers()
     assert (primary.n, primary.std, primary.effect) == (len(units), units["diff"].std(ddof=1), effect)
     assert primary.needed == pairs_needed(units["diff"].std(ddof=1), effect)
     assert (rho.n, rho.needed, rho.effect) == (int((sweeps["sweep"] == "top-p").sum()), need_rho, -0.3)
+    assert primary.kind == "paired" and rho.kind == "rho" and rho.for_interval == need_rho
 
 
 def test_c2_holds_mi_zscore_against_the_entropies():
