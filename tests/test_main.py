@@ -121,3 +121,32 @@ def test_profile_writes_the_regime_map_params(tmp_path, capsys):
 def test_the_library_raises_config_errors_the_cli_turns_into_one_line(tmp_path):
     with pytest.raises(ConfigError, match="'nope'"):
         load_config("nope", params_path=_params(tmp_path))
+
+
+def test_build_warm_starts_runs_each_stale_warm_start_stage_once_and_records_it(tmp_path, monkeypatch, capsys):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+
+    from ragen2.repro.profiles import build
+
+    dvc = str(Path(sys.executable).parent / "dvc")
+    monkeypatch.chdir(tmp_path)
+    subprocess.run([dvc, "init", "--no-scm", "-q"], check=True)
+    (tmp_path / "params.yaml").write_text(build("smoke").yaml())
+    stage = {"cmd": "mkdir -p ${item.path} && echo ${item.run} >> ${item.path}/built", "outs": ["${item.path}"]}
+    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {
+        "warmstart": {"foreach": "${pipeline.warm_starts}", "do": stage},
+        "warmstart_realization": {"foreach": "${pipeline.realization.warm_starts}", "do": stage}}}))
+    assert main(["build-warm-starts", "--workers", "2", "--dvc", dvc]) == 0
+    pipeline = yaml.safe_load((tmp_path / "params.yaml").read_text())["pipeline"]
+    specs = [*pipeline["warm_starts"].values(), *pipeline["realization"]["warm_starts"].values()]
+    for spec in specs:  # the stage's own command ran once
+        assert (tmp_path / spec["path"] / "built").read_text() == f"{spec['run']}\n"
+    assert f"built and recorded {len(specs)} warm start(s)" in capsys.readouterr().out
+    status = subprocess.run([dvc, "status"], capture_output=True, text=True, check=True).stdout
+    assert "up to date" in status
+    assert main(["build-warm-starts", "--dvc", dvc]) == 0  # nothing stale: nothing runs again
+    assert "built and recorded 0 warm start(s)" in capsys.readouterr().out

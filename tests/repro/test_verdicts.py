@@ -198,4 +198,8 @@ def test_c2_holds_mi_zscore_against_the_entropies():
                           "ci_high": 0.9, "p": 1e-6, "n": 40, "paper_rho": 0.39}]
                         + [{"metric": m, "label": m, "rho": 0.1, "ci_low": -0.2, "ci_high": 0.4, "p": 0.5, "n": 40,
                             "paper_rho": float("nan")} for m in verdicts.C2_ENTROPY_METRICS])
-    assert len(success) == 40 and verdicts.c2_mi_predicts_success(corr).claim.verdict == "agree"
+    c2 = verdicts.c2_mi_predicts_success(corr)
+    assert len(success) == 40 and c2.claim.verdict == "agree"
+    power = c2.power["rho"]  # the runs a rank test needs to detect the paper's rho, against the 40 it has
+    assert (power.kind, power.n, power.mean, power.effect) == ("rho", 40, 0.8, 0.39)
+    assert power.needed == runs_needed_for_rho(0.39) and verdicts.power_table({"C2": c2})["sized"].tolist() == ["no"]
