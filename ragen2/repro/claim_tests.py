@@ -207,6 +207,12 @@ def correlation_claim(claim: str, corr: pd.DataFrame, mi_metric: str, entropy_me
     return Claim(claim, verdict, f"Spearman vs final success (95% bootstrap CIs): {text}{paper}")
 
 
+def grad_bucket_rows(grad: pd.DataFrame) -> pd.DataFrame:
+    """The gradient-analysis rows C4 is tested on: every (run, step, bucket) row but the ``all`` bucket, with RV and
+    both norms present."""
+    return grad[grad["bucket"].astype(str) != "all"].dropna(subset=["rv_mean", "task_norm", "reg_norm"])
+
+
 def grad_claim(claim: str, grad: pd.DataFrame) -> Claim:
     """C4: the task-gradient norm grows with bucket RV while the regularisation norm does not.
 
@@ -214,7 +220,7 @@ def grad_claim(claim: str, grad: pd.DataFrame) -> Claim:
     except the ``all`` bucket. ``agree`` when the task rho is significantly positive and the reg rho
     is not (significantly positive); ``disagree`` when the task rho is significantly negative.
     """
-    data = grad[grad["bucket"].astype(str) != "all"].dropna(subset=["rv_mean", "task_norm", "reg_norm"])
+    data = grad_bucket_rows(grad)
     if len(data) < 3:
         return Claim(claim, "inconclusive", f"{len(data)} bucket rows; too few")
     task = spearman(data["rv_mean"], data["task_norm"])

@@ -34,6 +34,7 @@ from ragen2.repro.claim_tests import (
     SMALLEST_EFFECTS,
     combine,
     correlation_claim,
+    grad_bucket_rows,
     grad_claim,
     intervention_claim,
     paired_claim,
@@ -206,7 +207,7 @@ def c4_gradient_snr(grad: pd.DataFrame) -> Verdict:
     """
     algos = sorted(grad["algo"].unique().tolist())
     per_algo = [grad_claim("C4", grad[grad["algo"] == algo]) for algo in algos]
-    rows = grad[grad["bucket"].astype(str) != "all"].dropna(subset=["rv_mean", "task_norm", "reg_norm"])
+    rows = grad_bucket_rows(grad)
     power = {f"task_rho_{algo}": Power(n=int((rows["algo"] == algo).sum()), mean=math.nan, std=math.nan,
                                       needed=math.nan, effect=math.nan, kind="rho") for algo in algos}
     return Verdict(combine("C4", per_algo), power)
@@ -321,10 +322,7 @@ def c7_interventions(studies: pd.DataFrame, sweeps: pd.DataFrame) -> Verdict:
     need_rho = runs_needed_for_rho(rho_bar)
     claim = intervention_claim("C7", studies, sweeps=sweeps, paper_effect=paper_effect, paper_rho=rho_bar,
                                note=C7_DISCLOSURE.format(runs=need_rho))
-    units = filter_gain_units(studies)
-    diff_std = units["diff"].std(ddof=1) if len(units) > 1 else float("nan")
-    primary = Power(n=len(units), mean=units["diff"].mean(), std=diff_std,
-                    needed=pairs_needed(diff_std, paper_effect) if diff_std > 0 else float("nan"), effect=paper_effect)
+    primary = _paired_power(filter_gain_units(studies)["diff"], paper_effect)
     rho = Power(n=int((sweeps["sweep"] == "top-p").sum()), mean=float("nan"), std=float("nan"), needed=need_rho,
                 effect=rho_bar, kind="rho")
     return Verdict(claim, {"primary": primary, "rho": rho})

@@ -38,6 +38,18 @@ def weights_sha256(policy_dir: str | Path) -> str:
     return digest.hexdigest()
 
 
+def _warm_start_row(cfg, path: Path) -> dict:
+    """A warm start's recipe (from ``cfg``), its own greedy evaluation and build (``path/warm_start.json``; missing: a
+    MissingPathError naming it) and its weights hash; ``torch_threads`` and ``cpu_model`` are empty for a warm start
+    built before its report recorded them."""
+    report = read_json(path / "warm_start.json")
+    return {"env": cfg.env.name, "sft_steps": cfg.warm_start.steps,
+            "template_fraction": cfg.warm_start.template_fraction, "sft_seed": cfg.warm_start.seed,
+            "greedy_success": report["greedy_success"], "greedy_template_share": report["greedy_template_share"],
+            "final_loss": report["final_loss"], "torch_threads": report.get("torch_threads"),
+            "cpu_model": report.get("cpu_model", ""), "weights_sha256": weights_sha256(path)}
+
+
 def warm_start_table(run_dirs: Iterable[str | Path], cache_dir: str | Path) -> pd.DataFrame:
     """One row per distinct warm start of ``run_dirs`` (:data:`COLUMNS`), in order of first use.
 
@@ -53,13 +65,7 @@ def warm_start_table(run_dirs: Iterable[str | Path], cache_dir: str | Path) -> p
             continue
         key = warm_start_key(cfg)
         if key not in rows:
-            path = Path(cache_dir) / "warm_start" / key
-            report = read_json(path / "warm_start.json")  # missing: a MissingPathError naming it
-            rows[key] = {"warm_start": key, "env": cfg.env.name, "sft_steps": cfg.warm_start.steps,
-                         "template_fraction": cfg.warm_start.template_fraction, "sft_seed": cfg.warm_start.seed,
-                         "greedy_success": report["greedy_success"],
-                         "greedy_template_share": report["greedy_template_share"],
-                         "final_loss": report["final_loss"], "weights_sha256": weights_sha256(path), "runs": 0}
+            rows[key] = {"warm_start": key, **_warm_start_row(cfg, Path(cache_dir) / "warm_start" / key), "runs": 0}
         rows[key]["runs"] += 1
     return pd.DataFrame(list(rows.values()), columns=list(COLUMNS))
 
@@ -79,8 +85,7 @@ def pipeline_warm_starts(params_path: str | Path = "params.yaml") -> pd.DataFram
     (``pipeline.warm_starts``) then the second's (``pipeline.realization.warm_starts``), in the file's order.
 
     Paths in the params file are read relative to its folder. Warm starts of zero SFT steps (runs that start from
-    the base policy) are left out; ``torch_threads`` and ``cpu_model`` are empty for a warm start built before
-    its report recorded them.
+    the base policy) are left out.
 
     Raises:
         MissingPathError: a warm start has no ``warm_start.json`` (not built yet).
@@ -95,17 +100,10 @@ def pipeline_warm_starts(params_path: str | Path = "params.yaml") -> pd.DataFram
             cfg = load_config(spec["run"], params_path=params_path, overrides=overrides)
             if cfg.warm_start.steps == 0:
                 continue
-            path = root / spec["path"]
-            report = read_json(path / "warm_start.json")
             users = [rid for rid, item in train.items() if (item or {}).get("warm_start") == spec["path"]]
             rows.append({"realization": label, "warm_start": key,
                          "studies": " ".join(sorted({parse_run_id(rid)["study"] for rid in users})),
-                         "runs": len(users), "env": cfg.env.name, "sft_steps": cfg.warm_start.steps,
-                         "template_fraction": cfg.warm_start.template_fraction, "sft_seed": cfg.warm_start.seed,
-                         "greedy_success": report["greedy_success"],
-                         "greedy_template_share": report["greedy_template_share"],
-                         "final_loss": report["final_loss"], "torch_threads": report.get("torch_threads"),
-                         "cpu_model": report.get("cpu_model", ""), "weights_sha256": weights_sha256(path)})
+                         "runs": len(users), **_warm_start_row(cfg, root / spec["path"])})
     return pd.DataFrame(rows, columns=list(PIPELINE_COLUMNS))
 
 
