@@ -142,3 +142,20 @@ def test_model_mode_is_restored(tiny_model):
 def test_bad_inputs(tiny_model, prompts, reasonings, kwargs, match):
     with pytest.raises(ValueError, match=match):
         cross_logprobs(tiny_model, None, prompts, reasonings, **kwargs)
+
+
+def test_the_reasoning_pass_writes_after_the_prompts_in_place():
+    from ragen2.metrics.scoring import _PromptsThenReasonings
+
+    keys, values = torch.zeros(3, 2, 7, 4), torch.zeros(3, 2, 7, 4)
+    prompt_k, prompt_v = torch.randn(3, 2, 4, 4), torch.randn(3, 2, 4, 4)
+    keys[:, :, :4], values[:, :, :4] = prompt_k, prompt_v
+    layer = _PromptsThenReasonings(keys, values, filled=4)
+    assert layer.get_seq_length() == 4 and layer.get_mask_sizes(3) == (7, 0)
+    new_k, new_v = torch.randn(3, 2, 3, 4), torch.randn(3, 2, 3, 4)
+    k, v = layer.update(new_k, new_v)
+    # What a concatenating cache would return, contiguous, and in the preallocated buffers (no copy made).
+    assert torch.equal(k, torch.cat([prompt_k, new_k], dim=-2)) and torch.equal(v, torch.cat([prompt_v, new_v], dim=-2))
+    assert k.is_contiguous() and k.data_ptr() == keys.data_ptr() and v.data_ptr() == values.data_ptr()
+    with pytest.raises(ValueError, match="8 positions do not fit this cache's 7"):
+        layer.update(new_k[:, :, :1], new_v[:, :, :1])
