@@ -87,11 +87,21 @@ def notebook_parameters(notebook: str, params: str | Path = "params.yaml") -> di
 
 
 CELL_TIMEOUT_S = 1800
-"""Longest a notebook cell may run (the slowest, notebook 04's prompt tables, takes a few minutes): a kernel that
-stops answering (seen twice, idle, on a notebook's first cell) fails the cell instead of hanging the pipeline."""
+"""Longest a notebook cell may run (the slowest, notebook 04's prompt tables, takes a few minutes on the CPU
+profile): a kernel that stops answering fails the cell instead of hanging the pipeline."""
+PARAMETER_CELL_TIMEOUT_S = 120
+"""Longest a parameters cell (the notebook's own, tagged ``parameters``, and papermill's ``injected-parameters``)
+may run: it only assigns names, and the kernel stalls seen so far (idle, papermill waiting for a reply) all came on
+a notebook's first cell, so a stall there costs two minutes, not :data:`CELL_TIMEOUT_S`."""
 EXECUTION_ATTEMPTS = 2
-"""Executions of a notebook before a timeout fails its stage (a notebook's outputs depend only on its inputs, so a
-second execution from the start is the same computation)."""
+"""Executions of a notebook before a stall (a timeout, or a kernel that died) fails its stage (a notebook's
+outputs depend only on its inputs, so a second execution from the start is the same computation)."""
+
+
+def cell_timeout(cell) -> int:
+    """Seconds a cell may run: :data:`PARAMETER_CELL_TIMEOUT_S` for a parameters cell, else :data:`CELL_TIMEOUT_S`."""
+    tags = cell.get("metadata", {}).get("tags", [])
+    return PARAMETER_CELL_TIMEOUT_S if {"parameters", "injected-parameters"} & set(tags) else CELL_TIMEOUT_S
 
 
 def run_notebook(notebook: str, *, runs_root: str = "data/runs", fig_dir: str = "paper_figures",
@@ -102,6 +112,7 @@ def run_notebook(notebook: str, *, runs_root: str = "data/runs", fig_dir: str = 
     The kernel runs in the current directory, where ``runs_root`` and ``fig_dir`` are resolved.
     """
     import papermill
+    from nbclient.exceptions import DeadKernelError
 
     parameters = {"runs_root": runs_root, "fig_dir": fig_dir, **notebook_parameters(notebook, params)}
     Path(fig_dir).mkdir(parents=True, exist_ok=True)
@@ -110,9 +121,10 @@ def run_notebook(notebook: str, *, runs_root: str = "data/runs", fig_dir: str = 
     for attempt in range(1, EXECUTION_ATTEMPTS + 1):
         try:
             papermill.execute_notebook(str(Path(notebooks_dir) / f"{notebook}.ipynb"), str(out), parameters=parameters,
-                                       progress_bar=False, log_output=False, execution_timeout=CELL_TIMEOUT_S)
+                                       progress_bar=False, log_output=False, execution_timeout=CELL_TIMEOUT_S,
+                                       timeout_func=cell_timeout)
             return out
-        except TimeoutError as exc:  # a cell (or the kernel's start) waited past its limit: run it all once more
+        except (TimeoutError, DeadKernelError) as exc:  # a stalled cell, kernel start or kernel: run it all once more
             if attempt == EXECUTION_ATTEMPTS:
                 raise
             print(f"{notebook}: {type(exc).__name__} ({exc}); executing it again from the start", file=sys.stderr)

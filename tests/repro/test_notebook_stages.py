@@ -81,6 +81,7 @@ def test_run_notebook_passes_the_runs_the_figures_and_the_profiles_parameters(tm
 
 def test_run_notebook_limits_each_cell_and_executes_once_more_after_a_timeout(tmp_path, monkeypatch, capsys):
     import papermill
+    from nbclient.exceptions import DeadKernelError
 
     calls = []
 
@@ -97,6 +98,16 @@ def test_run_notebook_limits_each_cell_and_executes_once_more_after_a_timeout(tm
     assert out == Path("data/executed/01_template_collapse.ipynb")
     assert calls == [notebook_stages.CELL_TIMEOUT_S] * 2 and "executing it again" in capsys.readouterr().err
 
+    def dies_once(src, out, **kw):
+        calls.append(kw["execution_timeout"])
+        if len(calls) == 1:
+            raise DeadKernelError("Kernel died")
+
+    monkeypatch.setattr(papermill, "execute_notebook", dies_once)
+    calls.clear()
+    assert notebook_stages.run_notebook("01_template_collapse", params=params, notebooks_dir=REPO / "notebooks") == out
+    assert len(calls) == 2 and "DeadKernelError" in capsys.readouterr().err
+
     def always_stalls(src, out, **kw):
         calls.append(kw["execution_timeout"])
         raise TimeoutError("Cell execution timed out")
@@ -106,6 +117,25 @@ def test_run_notebook_limits_each_cell_and_executes_once_more_after_a_timeout(tm
     with pytest.raises(TimeoutError, match="timed out"):
         notebook_stages.run_notebook("01_template_collapse", params=params, notebooks_dir=REPO / "notebooks")
     assert len(calls) == notebook_stages.EXECUTION_ATTEMPTS
+
+
+def test_parameter_cells_get_the_short_limit_and_every_other_cell_the_long_one(tmp_path, monkeypatch):
+    import nbformat
+    import papermill
+
+    seen = {}
+    monkeypatch.setattr(papermill, "execute_notebook", lambda src, out, **kw: seen.update(kw))
+    params = tmp_path / "params.yaml"
+    params.write_text(build("smoke").yaml())
+    monkeypatch.chdir(tmp_path)
+    notebook_stages.run_notebook("01_template_collapse", params=params, notebooks_dir=REPO / "notebooks")
+    limit = seen["timeout_func"]
+    nb = nbformat.read(REPO / "notebooks" / "01_template_collapse.ipynb", as_version=4)
+    limits = [limit(cell) for cell in nb.cells if cell.cell_type == "code"]
+    assert limits[0] == notebook_stages.PARAMETER_CELL_TIMEOUT_S < notebook_stages.CELL_TIMEOUT_S
+    assert set(limits[1:]) == {notebook_stages.CELL_TIMEOUT_S}
+    injected = nbformat.v4.new_code_cell("x = 1", metadata={"tags": ["injected-parameters"]})
+    assert limit(injected) == notebook_stages.PARAMETER_CELL_TIMEOUT_S
 
 
 def _run(root: Path, run_id: str, content: str = "{}") -> Path:
