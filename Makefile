@@ -77,10 +77,11 @@ repro: setup
 	dvc repro
 
 # The regime map (ragen2/repro/regime_map.py, docs/method.md §7.11): a screening study with its own pipeline,
-# regime_map/dvc.yaml, run the way `make repro` runs the paper's (warm starts, the stale runs on WORKERS processes,
-# then its notebook stage, 09_regime_map). Its measured time: README Status.
+# regime_map/dvc.yaml, run the way `make repro` runs the paper's (warm starts WORKERS at a time, the stale runs on
+# WORKERS processes, then its notebook stage, 09_regime_map). Its measured time: README Status.
 regime-map: export PATH := $(abspath $(VENV))/bin:$(PATH)
 regime-map: setup
+	$(PY) -m ragen2 build-warm-starts --params regime_map/params.yaml --dvc-file regime_map/dvc.yaml --workers $(WORKERS)
 	dvc repro regime_map/dvc.yaml:warmstart
 	stale="$$($(PY) -m ragen2 stale-runs --params regime_map/params.yaml --dvc-file regime_map/dvc.yaml)" || exit 1; \
 	if [ -n "$$stale" ]; then \

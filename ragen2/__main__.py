@@ -66,7 +66,7 @@ def _parents() -> dict[str, argparse.ArgumentParser]:
         "cache": parent("--cache-dir", default="data/cache", help="policy / warm-start cache (default: data/cache)"),
         "threads": parent("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)"),
         "dvc_file": parent("--dvc-file", default="dvc.yaml",
-                           help="the pipeline file of the train stages (default: dvc.yaml; the regime map's: "
+                           help="the pipeline file of the stages (default: dvc.yaml; the regime map's: "
                                 "regime_map/dvc.yaml)"),
         "realization": parent("--realization", action="store_true",
                               help="the realization check's second realization (params.yaml's "
@@ -426,11 +426,13 @@ def _cmd_build_warm_starts(args: argparse.Namespace) -> int:
     status = _dvc_status(args.dvc)
     if isinstance(status, int):
         return status
-    stale = [name for name in status if name.partition("@")[0] in WARM_START_STAGES]
+    prefix = "" if args.dvc_file == "dvc.yaml" else f"{args.dvc_file}:"
+    stale = [name for name in status
+             if name.startswith(prefix) and name.removeprefix(prefix).partition("@")[0] in WARM_START_STAGES]
     pipeline = read_params(args.params).get("pipeline") or {}
 
     def sft_steps(stage: str) -> float:
-        group, _, key = stage.partition("@")
+        group, _, key = stage.removeprefix(prefix).partition("@")
         second = group == "warmstart_realization"
         entry = (pipeline.get("realization") or {}) if second else pipeline
         run = ((entry.get("warm_starts") or {}).get(key) or {}).get("run")
@@ -446,7 +448,7 @@ def _cmd_build_warm_starts(args: argparse.Namespace) -> int:
 
 def _add_build_warm_starts(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("build-warm-starts", help="build the stale warm-start stages on parallel workers, then "
-                       "record them in dvc.lock", parents=_with("params"))
+                       "record them in dvc.lock", parents=_with("params", "dvc_file"))
     p.add_argument("--workers", type=int, default=2, help="stages built at once (default: 2)")
     p.add_argument("--dvc", default="dvc", help="the dvc executable (default: dvc on PATH)")
     p.set_defaults(func=_cmd_build_warm_starts)

@@ -150,3 +150,18 @@ def test_build_warm_starts_runs_each_stale_warm_start_stage_once_and_records_it(
     assert "up to date" in status
     assert main(["build-warm-starts", "--dvc", dvc]) == 0  # nothing stale: nothing runs again
     assert "built and recorded 0 warm start(s)" in capsys.readouterr().out
+
+    # another pipeline file's warm starts (the regime map's): only its stages, recorded in its own lock
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "params.yaml").write_text(build("smoke").yaml().replace("data/", "data/sub/"))
+    (tmp_path / "sub" / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"warmstart": {
+        "foreach": "${pipeline.warm_starts}", "do": {**stage, "wdir": ".."}}}}))
+    assert main(["build-warm-starts", "--dvc", dvc, "--params", "sub/params.yaml", "--dvc-file", "sub/dvc.yaml"]) == 0
+    sub = yaml.safe_load((tmp_path / "sub" / "params.yaml").read_text())["pipeline"]["warm_starts"].values()
+    for spec in sub:
+        assert spec["path"].startswith("data/sub/")
+        assert (tmp_path / spec["path"] / "built").read_text() == f"{spec['run']}\n"
+    assert f"built and recorded {len(sub)} warm start(s)" in capsys.readouterr().out
+    assert set(yaml.safe_load((tmp_path / "sub" / "dvc.lock").read_text())["stages"]) == {
+        f"warmstart@{key}" for key in yaml.safe_load((tmp_path / "sub" / "params.yaml").read_text())[
+            "pipeline"]["warm_starts"]}

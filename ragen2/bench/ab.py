@@ -23,7 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-PHASES = ("rollout", "update", "diagnostics", "validation")
+PHASES = ("rollout", "update", "diagnostics", "grad_analysis", "validation")
+"""Phases read from each run's ``metrics.jsonl`` (one a tree does not log counts 0 there)."""
 CHILD = """
 import json, sys, time
 from pathlib import Path

@@ -233,16 +233,16 @@ def median_floor(floor: StepFloor, repeats: int) -> FloorTimes:
 def run_per_step(cfg: RunConfig, init_policy: Path) -> dict[str, float]:
     """Train the run from scratch in a temporary directory; seconds per step (its timer's ``total_elapsed`` over
     its steps) and the per-step means of its timed phases."""
-    from ragen2.trainer.loop import train
+    from ragen2.trainer.loop import TIMED_PHASES, train
 
     with tempfile.TemporaryDirectory(prefix="ragen2-bench-floor-") as tmp:
         summary = train(cfg, Path(tmp) / "run", init_policy, resume=False, progress=False)
     timings = summary["timings_s"]
     steps = max(int(summary["steps_completed"]), 1)
     out = {"step_s": timings["total_elapsed"] / steps}
-    for phase in ("rollout", "update", "diagnostics", "validation"):
+    for phase in TIMED_PHASES:
         out[f"{phase}_s"] = timings[f"{phase}_per_step"]
-    out["other_s"] = out["step_s"] - sum(out[f"{p}_s"] for p in ("rollout", "update", "diagnostics", "validation"))
+    out["other_s"] = out["step_s"] - sum(out[f"{p}_s"] for p in TIMED_PHASES)
     return out
 
 

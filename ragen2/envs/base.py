@@ -20,6 +20,8 @@ Subclasses implement ``_reset(options) -> (obs, info)``, ``_step(action) -> Step
 
 from __future__ import annotations
 
+import copy
+import functools
 import string
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -48,6 +50,18 @@ class TextSpace(gym.spaces.Text):
 
     def __repr__(self) -> str:
         return f"TextSpace(max_length={self.max_length})"
+
+
+@functools.cache
+def _unseeded_text_space(max_length: int) -> TextSpace:
+    return TextSpace(max_length=max_length)
+
+
+def fresh_text_space(max_length: int = 65536) -> TextSpace:
+    """A new, unseeded :class:`TextSpace`: a shallow copy of a cached one that is never seeded, so that an env's
+    construction (64 per rollout step) skips Gymnasium's per-character tables (immutable, so shared); each copy
+    draws its own RNG when first sampled or seeded."""
+    return copy.copy(_unseeded_text_space(max_length))
 
 
 @dataclass
@@ -99,8 +113,8 @@ class TextEnv(gym.Env):
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
         self.render_mode = render_mode
-        self.observation_space = TextSpace()
-        self.action_space = TextSpace(max_length=4096)
+        self.observation_space = fresh_text_space()
+        self.action_space = fresh_text_space(max_length=4096)
         self._obs: str | None = None
         self._terminated = False
         self._truncated = False

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 from transformers.cache_utils import Cache, DynamicLayer
 
+from ragen2.rollout.decode import cache_of
 from ragen2.trainer.prefix import cache_kwarg, head_on_hidden
 
 TokenSeq = Sequence[int] | str
@@ -71,18 +72,18 @@ class _PromptsThenReasonings(DynamicLayer):
 
     def __init__(self, keys: torch.Tensor, values: torch.Tensor, filled: int):
         super().__init__()
-        self.buffers, self.filled = (keys, values), filled
+        self.buffers = (keys, values)
         self.keys, self.values = keys[:, :, :filled], values[:, :, :filled]
         self.device, self.is_initialized = keys.device, True
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
-        end = self.filled + key_states.shape[-2]
+        start = self.keys.shape[-2]  # the positions filled so far
+        end = start + key_states.shape[-2]
         keys, values = self.buffers
         if end > keys.shape[-2]:
             raise ValueError(f"{end} positions do not fit this cache's {keys.shape[-2]}")
-        keys[:, :, self.filled:end] = key_states
-        values[:, :, self.filled:end] = value_states
-        self.filled = end
+        keys[:, :, start:end] = key_states
+        values[:, :, start:end] = value_states
         self.keys, self.values = keys[:, :, :end], values[:, :, :end]
         return self.keys, self.values
 
@@ -146,8 +147,7 @@ class PairScorer:
 
     def _prefill(self, x: tuple[int, ...]) -> None:
         out = self.model(input_ids=torch.tensor([x], dtype=torch.long, device=self.device), use_cache=True)
-        cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
-        layers = [(layer.keys[0], layer.values[0]) for layer in cache.layers]
+        layers = [(layer.keys[0], layer.values[0]) for layer in cache_of(out).layers]
         self.prompts[x] = (layers, torch.log_softmax(out.logits[0, -1].float() / self.temperature, dim=-1))
 
     def _score(self, pairs: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> None:

@@ -44,8 +44,7 @@ def commit_stages(targets: Sequence[str], root: str | Path = ".") -> list[str]:
             loaders: dict[str, object] = {}
             stages = []
             for target in targets:
-                path, _, name = target.rpartition(":")
-                path = path or "dvc.yaml"
+                path, name = _split_target(target)
                 if path not in loaders:
                     loaders[path] = load_file(repo, path).stages
                 if name not in loaders[path]:
@@ -64,18 +63,31 @@ def commit_stages(targets: Sequence[str], root: str | Path = ".") -> list[str]:
         repo.close()
 
 
-def stage_commands(targets: Sequence[str], root: str | Path = ".") -> dict[str, str]:
-    """Each target's command as ``dvc repro`` would run it (``foreach`` items interpolated), by stage name."""
+def _split_target(target: str) -> tuple[str, str]:
+    """``(dvc file, stage name)`` of a target as DVC's command line writes it (``[<dvc.yaml path>:]<stage>``)."""
+    path, _, name = target.rpartition(":")
+    return path or "dvc.yaml", name
+
+
+def stage_commands(targets: Sequence[str], root: str | Path = ".") -> dict[str, tuple[str, str]]:
+    """Each target's command as ``dvc repro`` would run it (``foreach`` items interpolated) and the directory it
+    runs in (the stage's ``wdir``), by target; a target may name its file (``regime_map/dvc.yaml:warmstart@a``)."""
     from dvc.dvcfile import load_file
     from dvc.repo import Repo
 
     repo = Repo(str(root))
     try:
-        stages = load_file(repo, "dvc.yaml").stages
-        missing = [t for t in targets if t not in stages]
-        if missing:
-            raise ValueError(f"no stage {missing[0]!r} in dvc.yaml")
-        return {t: stages[t].cmd for t in targets}
+        files: dict[str, object] = {}
+        out = {}
+        for target in targets:
+            path, name = _split_target(target)
+            if path not in files:
+                files[path] = load_file(repo, path).stages
+            if name not in files[path]:
+                raise ValueError(f"no stage {name!r} in {path}")
+            stage = files[path][name]
+            out[target] = (stage.cmd, stage.wdir)
+        return out
     finally:
         repo.close()
 
@@ -85,7 +97,7 @@ def run_stages(targets: Sequence[str], *, workers: int = 2, root: str | Path = "
     """Run ``targets``' own commands on ``workers`` parallel shells (dearest first by ``cost``), then record the
     ones that succeeded with :func:`commit_stages`.
 
-    A command runs in ``root`` with the caller's environment, as under ``dvc repro``; its output goes to this
+    A command runs in its stage's ``wdir`` with the caller's environment, as under ``dvc repro``; its output goes to this
     process's stdout and stderr. A failed stage is not recorded, so the next call runs it again.
 
     Returns:
@@ -102,8 +114,9 @@ def run_stages(targets: Sequence[str], *, workers: int = 2, root: str | Path = "
     order = sorted(targets, key=lambda t: -cost(t)) if cost is not None else list(targets)
 
     def one(target: str) -> int:
-        print(f"running {target}: {commands[target]}", flush=True)
-        return subprocess.run(commands[target], shell=True, cwd=str(root), check=False).returncode
+        command, wdir = commands[target]
+        print(f"running {target}: {command}", flush=True)
+        return subprocess.run(command, shell=True, cwd=wdir, check=False).returncode
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         codes = dict(zip(order, pool.map(one, order)))

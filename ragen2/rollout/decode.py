@@ -108,8 +108,14 @@ class LlamaStep:
         self.length = width
 
     def keep(self, rows: torch.Tensor) -> None:
-        self.keys = [k[rows] for k in self.keys]
-        self.values = [v[rows] for v in self.values]
+        """Keep only ``rows`` of the cache (the rows still generating); only its filled columns are copied."""
+        self.keys = [self._rows_of(k, rows) for k in self.keys]
+        self.values = [self._rows_of(v, rows) for v in self.values]
+
+    def _rows_of(self, cache: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        out = cache.new_empty((len(rows), *cache.shape[1:]))
+        out[:, :, :self.length] = cache[rows, :, :self.length]
+        return out
 
     @staticmethod
     def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

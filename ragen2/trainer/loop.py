@@ -24,9 +24,9 @@ Metric names (one row per step in ``metrics.jsonl`` and dvclive; step 0 holds th
 - ``grad_norm/<bucket>/task|kl|entropy|reg|rv_mean``: gradient analysis steps;
 - ``val/success``, ``val/score``, ``val/response_length_mean``: validation steps;
 - ``early_stopped/<rule>`` = 1 on the step a rule fires;
-- ``timing_s/rollout|update|diagnostics|validation|step`` (``rollout`` includes DAPO's refill
-  rollouts; ``update`` = filter, batch preparation, critic and actor updates; ``diagnostics`` =
-  collapse metrics and gradient analysis).
+- ``timing_s/rollout|update|diagnostics|grad_analysis|validation|step`` (``rollout`` includes DAPO's
+  refill rollouts; ``update`` = filter, batch preparation, critic and actor updates; ``diagnostics`` =
+  the collapse (MI) metrics; ``grad_analysis`` = the RV-bucketed gradient analysis).
 
 Choices where the reference implementation (docs/method.md §9) is not followed to the letter:
 
@@ -93,7 +93,7 @@ from ragen2.trainer.runlog import RunLogger
 from ragen2.trainer.state import TrainingState
 from ragen2.trainer.timing import PhaseTimer
 
-TIMED_PHASES = ("rollout", "update", "diagnostics", "validation")
+TIMED_PHASES = ("rollout", "update", "diagnostics", "grad_analysis", "validation")
 
 
 def train(cfg: RunConfig, run_dir: Path, init_policy: Path, *, resume: bool = True,
@@ -239,7 +239,7 @@ def update_step(ts: TrainingState, cfg: RunConfig, rollout, kept: list[int], env
                                          rng=ts.shuffle_rng, precision=precision, scaler=ts.critic_scaler))
     ga = cfg.grad_analysis
     if ga.enabled and (step - 1) % ga.every == 0:
-        with timer.phase("diagnostics"):
+        with timer.phase("grad_analysis"):
             rv = dict(enumerate(group_std(rollout.scores).tolist()))
             table = grad_analysis(models.actor, batch, rv, settings, num_buckets=ga.num_buckets,
                                   mini_batch_size=tc.mini_batch_size, micro_batch_size=tc.micro_batch_size, step=step)
@@ -280,7 +280,7 @@ def summarize(history: list[dict[str, Any]], reason: str | None, timings: dict[s
         "timings_s": {
             "total_elapsed": timings.get("elapsed_s", 0.0),
             **{f"{k}_per_step": timings.get(f"{k}_s", 0.0) / n
-               for k in ("rollout", "update", "diagnostics", "validation")},
+               for k in TIMED_PHASES},
             "checkpoint_total": timings.get("checkpoint_s", 0.0),
         },
     }

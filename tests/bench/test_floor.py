@@ -68,6 +68,6 @@ def test_step_over_floor_times_a_whole_run_against_its_floor(ctx, algo, one_torc
     assert times.update_s > 0 and times.rollout_s > 0
     summary = bench_step_over_floor(cfg, ctx.policy_path, reps=1, floor_repeats=1).summary()
     assert summary["median"] > 0 and summary["algo"] == algo and summary["steps"] == 2
-    assert set(summary["step_phases_s"]) == {"step_s", "rollout_s", "update_s", "diagnostics_s", "validation_s",
-                                             "other_s"}
+    assert set(summary["step_phases_s"]) == {"step_s", "rollout_s", "update_s", "diagnostics_s", "grad_analysis_s",
+                                             "validation_s", "other_s"}
     assert summary["floor_sizes"]["rows"] == cfg.rollout.env_groups * cfg.rollout.group_size

@@ -58,7 +58,8 @@ def test_stages_run_outside_dvc_in_parallel_dearest_first_and_only_the_successfu
     (repo / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"train": {"foreach": "${runs}", "do": {
         "cmd": "test ${item.x} != 2 && mkdir -p out/${key} && echo ${item.x} > out/${key}/v.txt",
         "params": ["runs.${key}"], "outs": ["out/${key}"]}}}}))
-    assert stage_commands(["train@c"], root=repo)["train@c"] == "test 3 != 2 && mkdir -p out/c && echo 3 > out/c/v.txt"
+    command, wdir = stage_commands(["train@c"], root=repo)["train@c"]
+    assert command == "test 3 != 2 && mkdir -p out/c && echo 3 > out/c/v.txt" and Path(wdir) == repo
     done, failed = run_stages(["train@a", "train@b", "train@c"], workers=2, root=repo,
                               cost={"train@a": 1, "train@b": 2, "train@c": 3}.get)
     assert done == ["train@c", "train@a"] and failed == ["train@b"]
@@ -76,3 +77,19 @@ def test_run_stages_checks_its_arguments(repo):
     with pytest.raises(ValueError, match="nope"):
         run_stages(["train@nope"], root=repo)
     assert run_stages([], root=repo) == ([], [])
+
+
+def test_stages_of_another_pipeline_file_run_in_their_wdir_and_are_recorded_in_its_lock(repo):
+    (repo / "sub").mkdir()
+    (repo / "sub" / "params.yaml").write_text(yaml.safe_dump({"runs": {"d": {"x": 4}}}))
+    (repo / "sub" / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"train": {"foreach": "${runs}", "do": {
+        "wdir": "..", "cmd": "mkdir -p out/${key} && echo ${item.x} > out/${key}/v.txt",
+        "params": [{"sub/params.yaml": ["runs.${key}"]}], "outs": ["out/${key}"]}}}}))
+    command, wdir = stage_commands(["sub/dvc.yaml:train@d"], root=repo)["sub/dvc.yaml:train@d"]
+    assert Path(wdir) == repo and command.endswith("echo 4 > out/d/v.txt")
+    done, failed = run_stages(["sub/dvc.yaml:train@d"], root=repo)
+    assert failed == [] and (repo / "out" / "d" / "v.txt").read_text() == "4\n"  # ran in the wdir, the root
+    assert set(yaml.safe_load((repo / "sub" / "dvc.lock").read_text())["stages"]) == {"train@d"}
+    assert not (repo / "dvc.lock").exists()
+    with pytest.raises(ValueError, match="'nope' in sub/dvc.yaml"):
+        stage_commands(["sub/dvc.yaml:nope"], root=repo)

@@ -64,6 +64,9 @@ def test_ppo_run_writes_records_and_moves_parameters(tmp_path, cache_dir):
             assert name in row, name
             assert math.isfinite(row[name]), (name, row[name])
     assert "grad_norm/all/task" in rows[1] and "grad_norm/all/task" not in rows[2]  # steps 1, 3, ...
+    # the gradient analysis is timed apart from the MI diagnostics, on the steps it runs
+    assert rows[1]["timing_s/grad_analysis"] > 0 and "timing_s/grad_analysis" not in rows[2]
+    assert summary["timings_s"]["grad_analysis_per_step"] == pytest.approx(rows[1]["timing_s/grad_analysis"] / 2)
     # the actor moved away from the initial policy; the critic and optimisers were saved
     state = load_checkpoint(latest_checkpoint(run))
     from ragen2.policy import load_policy
