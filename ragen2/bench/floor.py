@@ -246,12 +246,27 @@ def run_per_step(cfg: RunConfig, init_policy: Path) -> dict[str, float]:
     return out
 
 
+MEASUREMENT_PHASES = ("diagnostics", "grad_analysis", "validation")
+"""Phases of a step that measure the policy rather than train it: the MI diagnostics, the gradient analysis and
+validation (the work the pipeline's studies ask for at their frequencies; none of it is in the floor)."""
+
+
+def training_s(phases: dict[str, float]) -> float:
+    """Seconds per step spent training: the step less its :data:`MEASUREMENT_PHASES` (rollout, update, logging and
+    checkpoints stay)."""
+    return phases["step_s"] - sum(phases[f"{p}_s"] for p in MEASUREMENT_PHASES)
+
+
 # ---------------------------------------------------------------------------------------------
 # The figure
 # ---------------------------------------------------------------------------------------------
 def bench_step_over_floor(cfg: RunConfig, init_policy: Path, *, reps: int, floor_repeats: int):
     """``step_over_floor`` of one run: per repetition, the run's seconds per step over the median of
-    ``floor_repeats`` floor timings, the two interleaved (a one-step run and two floors warm up first)."""
+    ``floor_repeats`` floor timings, the two interleaved (a one-step run and two floors warm up first).
+
+    Beside it in ``extra``: ``mi_diagnostics_share``, the MI diagnostics' share of a step (amortised over the run),
+    and ``training_over_floor``, the step less its measurement phases (:func:`training_s`) over the floor, each the
+    median over repetitions."""
     from ragen2.bench.timing import Sample, interleave
 
     floor = StepFloor(cfg, init_policy)
@@ -276,6 +291,8 @@ def bench_step_over_floor(cfg: RunConfig, init_policy: Path, *, reps: int, floor
         floor_update_s=statistics.median(f.update_s for f in floors),
         floor_rollout_s=statistics.median(f.rollout_s for f in floors),
         step_phases_s={k: statistics.median(r[k] for r in runs) for k in runs[0]},
+        mi_diagnostics_share=statistics.median(r["diagnostics_s"] / r["step_s"] for r in runs),
+        training_over_floor=statistics.median(training_s(r) / f.total_s for r, f in zip(runs, floors)),
         floor_sizes=floor.sizes(), policy=str(init_policy),
         baseline_name="compute floor: one forward+backward per trained model over the distinct tokens, "
                       "one cached forward per generated position",

@@ -12,6 +12,7 @@ from ragen2.bench.floor import (
     decode_floor,
     floor_problem,
     profile_config,
+    training_s,
     update_floor,
 )
 from ragen2.rollout.types import RolloutBatch
@@ -52,6 +53,12 @@ def test_floor_passes_run_the_model_once_per_position_and_reach_every_weight():
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
 
 
+def test_training_seconds_leave_out_the_measurement_phases_only():
+    phases = {"step_s": 1.0, "rollout_s": 0.3, "update_s": 0.4, "diagnostics_s": 0.05, "grad_analysis_s": 0.1,
+              "validation_s": 0.05, "other_s": 0.1}
+    assert training_s(phases) == pytest.approx(0.8)  # rollout + update + other
+
+
 def test_profile_config_refuses_another_profile(tmp_path):
     params = tmp_path / "params.yaml"
     params.write_text("base: {}\nruns: {frozenlake__grpo__none__main__s0: {}}\npipeline: {profile: smoke}\n")
@@ -70,4 +77,6 @@ def test_step_over_floor_times_a_whole_run_against_its_floor(ctx, algo, one_torc
     assert summary["median"] > 0 and summary["algo"] == algo and summary["steps"] == 2
     assert set(summary["step_phases_s"]) == {"step_s", "rollout_s", "update_s", "diagnostics_s", "grad_analysis_s",
                                              "validation_s", "other_s"}
+    assert 0 < summary["mi_diagnostics_share"] < 1
+    assert 0 < summary["training_over_floor"] < summary["median"]  # one repetition: the same run over the same floor
     assert summary["floor_sizes"]["rows"] == cfg.rollout.env_groups * cfg.rollout.group_size
