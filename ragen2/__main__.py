@@ -373,11 +373,16 @@ def stale_train_stages(status: dict, stage: str = "train") -> list[str]:
     return [name.split("@", 1)[1] for name in status if name.startswith(f"{stage}@")]
 
 
+def _addressed(dvc_file: str, stage: str) -> str:
+    """A stage's name as DVC addresses it from the repository root (``dvc status --json``, ``dvc commit``): bare in
+    ``dvc.yaml``, ``<file>:<stage>`` in another pipeline file."""
+    return stage if dvc_file == "dvc.yaml" else f"{dvc_file}:{stage}"
+
+
 def _train_stage(args: argparse.Namespace) -> str:
     from ragen2.repro.realization import TRAIN_STAGE
 
-    stage = TRAIN_STAGE if args.realization else "train"
-    return stage if args.dvc_file == "dvc.yaml" else f"{args.dvc_file}:{stage}"
+    return _addressed(args.dvc_file, TRAIN_STAGE if args.realization else "train")
 
 
 def _dvc_status(dvc: str) -> dict | int:
@@ -426,7 +431,7 @@ def _cmd_build_warm_starts(args: argparse.Namespace) -> int:
     status = _dvc_status(args.dvc)
     if isinstance(status, int):
         return status
-    prefix = "" if args.dvc_file == "dvc.yaml" else f"{args.dvc_file}:"
+    prefix = _addressed(args.dvc_file, "")
     stale = [name for name in status
              if name.startswith(prefix) and name.removeprefix(prefix).partition("@")[0] in WARM_START_STAGES]
     pipeline = read_params(args.params).get("pipeline") or {}

@@ -21,6 +21,28 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 
+def _stages(repo, targets: Sequence[str]) -> list:
+    """The stages ``targets`` name (``[<dvc.yaml path>:]<stage>``, as on DVC's command line), in order, each pipeline
+    file and its lock parsed once for all of them (DVC re-reads both per target).
+
+    Raises:
+        ValueError: a target names no stage of its file.
+    """
+    from dvc.dvcfile import load_file
+
+    files: dict[str, object] = {}
+    stages = []
+    for target in targets:
+        path, _, name = target.rpartition(":")
+        path = path or "dvc.yaml"
+        if path not in files:
+            files[path] = load_file(repo, path).stages
+        if name not in files[path]:
+            raise ValueError(f"no stage {name!r} in {path}")
+        stages.append(files[path][name])
+    return stages
+
+
 def commit_stages(targets: Sequence[str], root: str | Path = ".") -> list[str]:
     """``dvc commit --force`` of ``targets`` (stage names such as ``train@<run id>``) with one lock write.
 
@@ -32,7 +54,6 @@ def commit_stages(targets: Sequence[str], root: str | Path = ".") -> list[str]:
     Raises:
         ValueError: if ``targets`` is empty or one of them names no stage.
     """
-    from dvc.dvcfile import load_file
     from dvc.repo import Repo, lock_repo
 
     if not targets:
@@ -40,16 +61,7 @@ def commit_stages(targets: Sequence[str], root: str | Path = ".") -> list[str]:
     repo = Repo(str(root))
     try:
         with lock_repo(repo):
-            # one parse of each dvc.yaml / dvc.lock for all targets (DVC re-reads both per target)
-            loaders: dict[str, object] = {}
-            stages = []
-            for target in targets:
-                path, name = _split_target(target)
-                if path not in loaders:
-                    loaders[path] = load_file(repo, path).stages
-                if name not in loaders[path]:
-                    raise ValueError(f"no stage {name!r} in {path}")
-                stages.append(loaders[path][name])
+            stages = _stages(repo, targets)
             for stage in stages:
                 stage.save()
                 stage.commit()
@@ -63,31 +75,16 @@ def commit_stages(targets: Sequence[str], root: str | Path = ".") -> list[str]:
         repo.close()
 
 
-def _split_target(target: str) -> tuple[str, str]:
-    """``(dvc file, stage name)`` of a target as DVC's command line writes it (``[<dvc.yaml path>:]<stage>``)."""
-    path, _, name = target.rpartition(":")
-    return path or "dvc.yaml", name
 
 
 def stage_commands(targets: Sequence[str], root: str | Path = ".") -> dict[str, tuple[str, str]]:
     """Each target's command as ``dvc repro`` would run it (``foreach`` items interpolated) and the directory it
     runs in (the stage's ``wdir``), by target; a target may name its file (``regime_map/dvc.yaml:warmstart@a``)."""
-    from dvc.dvcfile import load_file
     from dvc.repo import Repo
 
     repo = Repo(str(root))
     try:
-        files: dict[str, object] = {}
-        out = {}
-        for target in targets:
-            path, name = _split_target(target)
-            if path not in files:
-                files[path] = load_file(repo, path).stages
-            if name not in files[path]:
-                raise ValueError(f"no stage {name!r} in {path}")
-            stage = files[path][name]
-            out[target] = (stage.cmd, stage.wdir)
-        return out
+        return {target: (stage.cmd, stage.wdir) for target, stage in zip(targets, _stages(repo, targets))}
     finally:
         repo.close()
 
