@@ -2,7 +2,7 @@
 
 ## Description
 
-One problem is a target integer and a list of 3 or 4 numbers. The agent answers with one arithmetic
+One problem is a target integer and a list of numbers (3 or 4 by default). The agent answers with one arithmetic
 expression over those numbers; the episode is a single step. Problems come either from a seeded
 generator (the default, no files needed) or from a parquet file in the schema of the paper's
 ``Jiayi-Pan/Countdown-Tasks-3to4`` set (columns ``target`` and ``nums``). Every problem the
@@ -47,6 +47,9 @@ Truncation never happens inside the environment.
   rows of the parquet file are read before unsolvable ones are dropped (default 20,000, as in the
   reference; the environment may then hold fewer problems).
 - ``data_seed`` (int): seed of the generated set (ignored for a parquet file).
+- ``min_numbers``, ``max_numbers`` (int in [2, 6], default 3 and 4): how many numbers a generated problem
+  has (generated set only). ``min_numbers=max_numbers=2`` is the one-operation variant a tiny CPU policy
+  can partly learn (the CPU profile's).
 - ``require_all_numbers`` (bool): see Rewards. Also decides the solvability filter of real data.
   The instruction text always asks for every number exactly once (the stricter rule).
 - ``max_expression_length`` (int): longer answers are rejected unparsed.
@@ -87,8 +90,9 @@ DEFAULT_NUM_GENERATED = 10_000
 DEFAULT_NUM_REAL_ROWS = 20_000  # the reference reads the first 20,000 rows of the real set
 DEFAULT_DATA_SEED = 0
 
-# Generated problems: 3-4 numbers in [1, 99], a target in [1, 100].
+# Generated problems: 3-4 numbers (by default) in [1, 99], a target in [1, 100].
 MIN_NUMBER, MAX_NUMBER = 1, 99
+DEFAULT_MIN_NUMBERS, DEFAULT_MAX_NUMBERS = 3, 4
 MIN_TARGET, MAX_TARGET = 1, 100
 # Real data: the most numbers a row may have (the exhaustive solver grows fast with this).
 MAX_ROW_NUMBERS = 6
@@ -107,19 +111,22 @@ class CountdownProblem:
         return {"target": self.target, "nums": list(self.nums), "solution": self.solution}
 
 
-def _random_problem(rng: np.random.Generator) -> CountdownProblem | None:
-    """Draw numbers and fold them with random operations; ``None`` when no target in range results.
+def _random_problem(rng: np.random.Generator, min_numbers: int = DEFAULT_MIN_NUMBERS,
+                    max_numbers: int = DEFAULT_MAX_NUMBERS) -> CountdownProblem | None:
+    """Draw ``min_numbers``-``max_numbers`` numbers and fold them with random operations; ``None`` when no
+    target in range results.
 
     Every intermediate value is a positive integer, as in the TV game: subtraction takes the larger
     operand first and needs distinct operands, division must be exact. The operation at each step is
     drawn among those allowed (at the last step, among those landing in the target range).
     """
-    uniforms = iter(rng.random(16).tolist())  # one draw per attempt keeps generation fast
+    # one draw per attempt keeps generation fast: a count, the numbers and three picks per fold (4n - 2 at most)
+    uniforms = iter(rng.random(max(16, 4 * max_numbers)).tolist())
 
     def pick(count: int) -> int:
         return min(int(next(uniforms) * count), count - 1)
 
-    nums = [MIN_NUMBER + pick(MAX_NUMBER - MIN_NUMBER + 1) for _ in range(3 + pick(2))]
+    nums = [MIN_NUMBER + pick(MAX_NUMBER - MIN_NUMBER + 1) for _ in range(min_numbers + pick(max_numbers - min_numbers + 1))]
     terms = [(n, str(n), ATOM) for n in nums]  # (value, text, precedence) on plain ints
     while len(terms) > 1:
         i = pick(len(terms))
@@ -144,25 +151,37 @@ def _random_problem(rng: np.random.Generator) -> CountdownProblem | None:
 
 
 @functools.lru_cache(maxsize=8)
-def _generated_set(num_problems: int, seed: int) -> tuple[CountdownProblem, ...]:
+def _generated_set(num_problems: int, seed: int, min_numbers: int = DEFAULT_MIN_NUMBERS,
+                   max_numbers: int = DEFAULT_MAX_NUMBERS) -> tuple[CountdownProblem, ...]:
     rng = np.random.default_rng(seed)
     problems: list[CountdownProblem] = []
     while len(problems) < num_problems:
-        problem = _random_problem(rng)
+        problem = _random_problem(rng, min_numbers, max_numbers)
         if problem is not None:
             problems.append(problem)
     return tuple(problems)
 
 
-def generate_problems(n: int, seed: int) -> list[dict[str, Any]]:
+def generate_problems(n: int, seed: int, min_numbers: int = DEFAULT_MIN_NUMBERS,
+                      max_numbers: int = DEFAULT_MAX_NUMBERS) -> list[dict[str, Any]]:
     """``n`` solvable problems ``{"target", "nums", "solution"}``, the same for the same ``seed``.
 
-    Targets lie in [1, 100]; there are 3 or 4 numbers in [1, 99]; ``solution`` uses every number
-    exactly once and evaluates to the target.
+    Targets lie in [1, 100]; there are ``min_numbers`` to ``max_numbers`` numbers (default 3 or 4) in
+    [1, 99]; ``solution`` uses every number exactly once and evaluates to the target.
     """
     _check_count("n", n)
     _check_seed("seed", seed)
-    return [problem.as_dict() for problem in _generated_set(n, seed)]
+    _check_number_range(min_numbers, max_numbers)
+    return [problem.as_dict() for problem in _generated_set(n, seed, min_numbers, max_numbers)]
+
+
+def _check_number_range(min_numbers: int, max_numbers: int) -> None:
+    for name, value in (("min_numbers", min_numbers), ("max_numbers", max_numbers)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 2 <= value <= MAX_ROW_NUMBERS:
+            raise ValueError(f"{name} must be an int in [2, {MAX_ROW_NUMBERS}], got {value!r}")
+    if min_numbers > max_numbers:
+        raise ValueError(f"min_numbers must be <= max_numbers, got min_numbers={min_numbers!r}, "
+                         f"max_numbers={max_numbers!r}")
 
 
 def load_countdown_parquet(
@@ -294,9 +313,15 @@ class CountdownEnv(TextEnv):
         data_seed: int = DEFAULT_DATA_SEED,
         require_all_numbers: bool = True,
         max_expression_length: int = DEFAULT_MAX_EXPRESSION_LENGTH,
+        min_numbers: int = DEFAULT_MIN_NUMBERS,
+        max_numbers: int = DEFAULT_MAX_NUMBERS,
         render_mode: str | None = None,
     ):
         super().__init__(render_mode=render_mode)
+        _check_number_range(min_numbers, max_numbers)
+        if data_path is not None and (min_numbers, max_numbers) != (DEFAULT_MIN_NUMBERS, DEFAULT_MAX_NUMBERS):
+            raise ValueError(f"min_numbers / max_numbers shape the generated set only; with data_path "
+                             f"{str(data_path)!r} leave them at {DEFAULT_MIN_NUMBERS} / {DEFAULT_MAX_NUMBERS}")
         if num_problems is not None:
             _check_count("num_problems", num_problems)
         _check_seed("data_seed", data_seed)
@@ -304,7 +329,7 @@ class CountdownEnv(TextEnv):
             raise ValueError(f"require_all_numbers must be a bool, got {require_all_numbers!r}")
         _check_count("max_expression_length", max_expression_length)
         if data_path is None:
-            self._problems = _generated_set(num_problems or DEFAULT_NUM_GENERATED, data_seed)
+            self._problems = _generated_set(num_problems or DEFAULT_NUM_GENERATED, data_seed, min_numbers, max_numbers)
         elif isinstance(data_path, (str, os.PathLike)):
             key = _file_key(data_path)
             self._problems = _load_real_set(

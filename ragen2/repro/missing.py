@@ -4,7 +4,7 @@ Each paper notebook reads the runs of some studies (:data:`~ragen2.repro.noteboo
 A profile that defines none of a study's runs, or a pipeline whose runs of it are not trained yet, leaves
 the notebook nothing to load, and :func:`~ragen2.repro.studies.load_study` raises. Before its first cell
 that reads runs, every notebook therefore calls :func:`skip_without_studies`. When every study it reads
-has runs, that returns ``None`` and does nothing else (the notebook runs as written). Otherwise it
+has runs (:data:`~ragen2.repro.notebook_stages.OPTIONAL_STUDIES` aside), that returns ``None`` and does nothing else (the notebook runs as written). Otherwise it
 
 - returns a Markdown note naming the missing studies and what would produce them (the profiles that define
   them, or, when ``params.yaml`` defines them, that they are not trained yet), which the cell displays;
@@ -28,10 +28,17 @@ from typing import Any
 
 import pandas as pd
 
-from ragen2.repro.notebook_stages import NOTEBOOK_CLAIMS, NOTEBOOK_STUDIES, RUN_ARTIFACTS, parameters_key
+from ragen2.repro.notebook_stages import (
+    NOTEBOOK_CLAIMS,
+    NOTEBOOK_STUDIES,
+    OPTIONAL_STUDIES,
+    RUN_ARTIFACTS,
+    parameters_key,
+)
 
 STUDY_LABELS = {
     "main": "the main comparison",
+    "testbed": "the main table's other environments and Top-k",
     "mech": "the collapse-mechanism study",
     "slip": "the stochasticity sweep",
     "ent": "the entropy sweep",
@@ -167,7 +174,8 @@ def skip_without_studies(notebook: str, runs_root: str | Path, fig_dir: str | Pa
 
     if notebook not in NOTEBOOK_STUDIES:
         raise ValueError(f"unknown notebook {notebook!r}; known: {', '.join(NOTEBOOK_STUDIES)}")
-    missing = missing_studies(runs_root, NOTEBOOK_STUDIES[notebook])
+    required = tuple(s for s in NOTEBOOK_STUDIES[notebook] if s not in OPTIONAL_STUDIES)
+    missing = missing_studies(runs_root, required)
     if not missing:
         _set_skipping(False)
         return None

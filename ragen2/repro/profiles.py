@@ -84,7 +84,7 @@ PAPER_MAIN_ENVS = ("sokoban", "frozenlake", "metamathqa", "countdown")
 PAPER_CURVE_ENVS = (("searchqa", "ppo"), ("webshop", "grpo"), ("deepcoder", "grpo"))
 """The paper's success-curve environments beyond the main table, with their algorithm: GRPO for WebShop and
 DeepCoder (docs/method.md §7.4); §7.4 names none for SearchQA, so it gets PPO, the main table's baseline."""
-STUDIES = ("main", "mech", "slip", "ent", "kl", "toppsweep")
+STUDIES = ("main", "testbed", "mech", "slip", "ent", "kl", "toppsweep")
 """Study tags in run ids (``slip``, ``ent``, ``kl`` carry their value: ``slip0p05``, ``ent0p01``)."""
 FROZENLAKE_BASE_SUCCESS_RATE = 0.98
 """FrozenLake's base ``success_rate`` (2 % slip, the paper's text); the warm start is built on it for every slip."""
@@ -96,6 +96,9 @@ and dvc.yaml is the same for every profile (``initial_policy`` never writes ther
 
 S_PER_STEP: dict[str, float | dict[str, float]] = {
     "frozenlake": {"ppo": 0.76, "grpo": 0.46, "dapo": 0.56, "dr_grpo": 0.54},
+    "sokoban": {"ppo": 1.10, "grpo": 0.77, "dapo": 0.77, "dr_grpo": 0.77},
+    "countdown": {"ppo": 0.72, "grpo": 0.46, "dapo": 0.46, "dr_grpo": 0.46},
+    "metamathqa": {"ppo": 0.62, "grpo": 0.42, "dapo": 0.42, "dr_grpo": 0.42},
 }
 """Measured seconds per RL step with the CPU profile's settings (FrozenLake, single turn, 8 x 8 rollouts of
 <= 64 tokens, MI every 10 steps, validation on 64 seeds every 10 steps, gradient decomposition in PPO/GRPO), per
@@ -106,8 +109,10 @@ first realization, trained beside a test run, came out 20-40 % dearer). The GRPO
 (0.52 s a step: step 0's validation weighs more in a short run) with the mechanism study's 150-step runs (0.42).
 Re-measure them when the trainer's cost changes, or :func:`estimate` drifts from the pipeline's real time.
 PPO's critic makes it the dearest; the GRPO mean includes the slip-100 % Top-p runs, whose updates are all
-empty. Per env, either one number or a number per algorithm. Sokoban was not measured (it is not in the
-CPU grid)."""
+empty. Per env, either one number or a number per algorithm. Sokoban, Countdown and MetaMathQA (the testbed
+study's variants, :data:`CPU_ENV_SETTINGS`): 10-step cost probes of one run each from its warm start, one torch
+thread, no MI diagnostics or gradient decomposition (as the testbed trains them), validation included, on
+2026-12-02; DAPO and Dr. GRPO were not probed and take GRPO's number."""
 S_PER_RUN = 1.6
 """Fixed cost per run outside its own timer (handing the run to a worker, reading params), measured: 82 runs on
 two workers took 1.6 s per run more than the sum of their ``total_elapsed``. A process per run costs 7.0 s
@@ -174,6 +179,13 @@ class Sizes:
     """SFT steps of the mechanism study's own warm start (0: the base's warm start, shared with the other studies)."""
     mech_topk: bool = False
     """Add Top-k 0.25 runs to the mechanism study (the filter variants inside the collapse regime)."""
+    testbed_envs: tuple[str, ...] = ()
+    """The main table's environments beyond ``main_envs``, trained in the ``testbed`` study (docs/method.md §7.13):
+    PPO under no filter, Top-p and Top-k with ``testbed_seeds`` seeds, the other ``main_algos`` under no filter and
+    Top-p with ``testbed_other_seeds``; the ``main_envs`` get their PPO Top-k runs there too (unless ``topk`` puts
+    them in ``main``). No MI diagnostics or gradient decomposition: the study feeds C1 and the curves only."""
+    testbed_seeds: int = 0
+    testbed_other_seeds: int = 0
 
 
 @dataclass(frozen=True)
@@ -323,8 +335,16 @@ PAPER_ENV_SETTINGS: dict[str, dict[str, Any]] = {
 }
 """Per-environment overrides of the paper profile's runs: the reference trains SearchQA, WebShop and DeepCoder
 on 16 groups x 8 rollouts with linear top-p (docs/method.md §7.4)."""
+CPU_ENV_SETTINGS: dict[str, dict[str, Any]] = {
+    "countdown": {"env": {"kwargs": {"min_numbers": 2, "max_numbers": 2}}},
+    "metamathqa": {"env": {"kwargs": {"difficulty": 1, "max_attempts": 1}}},
+}
+"""Per-environment overrides of the CPU and smoke profiles' runs: the single-turn variants a 0.4M-parameter policy
+can partly learn (docs/method.md §7.13): Countdown with two numbers (one operation; with the paper's 3-4 numbers
+600 SFT steps left greedy success 0 and no legal answer), MetaMathQA at difficulty 1 with one attempt (mixed
+difficulties: greedy success 0.03). Sokoban needs none (6 x 6, one box, one turn of up to 10 moves, as FrozenLake)."""
 PROFILE_SETTINGS: dict[str, tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]] = {
-    "cpu": ({}, {}), "smoke": ({}, {}), "paper": (PAPER_ALGO_SETTINGS, PAPER_ENV_SETTINGS)}
+    "cpu": ({}, CPU_ENV_SETTINGS), "smoke": ({}, CPU_ENV_SETTINGS), "paper": (PAPER_ALGO_SETTINGS, PAPER_ENV_SETTINGS)}
 """Profile -> (per-algorithm, per-environment) overrides merged into each of its runs (after the study's own)."""
 
 
@@ -336,12 +356,14 @@ SIZES = {
                  mech_steps=150, mech_seeds=4, control_seeds=0, aux_steps=30, aux_algo="grpo", mech_algo="grpo",
                  main_include_zero=False, reuse_main=True, slips=(0.0, 0.02, 0.2, 1.0), slip_seeds=4,
                  sweep_env="frozenlake", ent_values=(0.0, 0.05), kl_values=(0.01, 0.1), topp_values=(0.6,),
-                 sweep_seeds=2, mech_entropy=0.03, mech_warm_start_steps=1500, mech_topk=True),
+                 sweep_seeds=2, mech_entropy=0.03, mech_warm_start_steps=1500, mech_topk=True,
+                 testbed_envs=("sokoban", "countdown", "metamathqa"), testbed_seeds=4, testbed_other_seeds=1),
     "smoke": Sizes(steps=2, main_envs=("frozenlake",), main_algos=("ppo", "grpo"), main_seeds=2, topk=True,
                    mech_steps=2, mech_seeds=2, control_seeds=1, aux_steps=2, aux_algo="grpo", mech_algo="grpo",
                    main_include_zero=False, reuse_main=True, slips=(0.02, 0.5), slip_seeds=1,
                    sweep_env="frozenlake", ent_values=(0.0,), kl_values=(0.01,), topp_values=(0.6,), sweep_seeds=1,
-                   mech_entropy=0.03, mech_warm_start_steps=200, mech_topk=True),
+                   mech_entropy=0.03, mech_warm_start_steps=200, mech_topk=True,
+                   testbed_envs=("countdown",), testbed_seeds=1, testbed_other_seeds=1),
     # paper: the reference's grid, one seed per cell (docs/method.md §7.1-§7.4); the mechanism study is ours
     # (the paper has none): 4 paired seeds with the reasoning entropy bonus and 4 without, as its control
     "paper": Sizes(steps=400, main_envs=PAPER_MAIN_ENVS, main_algos=ALGOS, main_seeds=1, topk=True,
@@ -383,7 +405,7 @@ def _grid(sizes: Sizes, algo_settings: dict[str, dict[str, Any]] | None = None,
             over = deep_merge(deep_merge(over, algo_settings.get(algo, {})), env_settings.get(env, {}))
             if rid in runs:
                 raise ValueError(f"run id {rid!r} is defined twice")
-            runs[rid] = over
+            runs[rid] = copy.deepcopy(over)  # no shared sub-dicts (YAML would write them as anchors)
 
     # main comparison (C1, C2, C6) with the gradient decomposition on PPO and GRPO (C4)
     top_p_main = {**TOP_P, "include_zero": sizes.main_include_zero}
@@ -399,6 +421,19 @@ def _grid(sizes: Sizes, algo_settings: dict[str, dict[str, Any]] | None = None,
         grad = {"grad_analysis": {"enabled": algo in ("ppo", "grpo")}}
         for filt in (NO_FILTER, top_p_main, TOP_K):
             add(env, algo, filt, "main", sizes.main_seeds, grad)
+
+    # the rest of the paper's main table: its other environments and Top-k beside Top-p for PPO (C1 only)
+    if sizes.testbed_envs:
+        only_c1 = {"collapse": {"enabled": False}, "grad_analysis": {"enabled": False}}
+        if not sizes.topk:
+            for env in sizes.main_envs:
+                add(env, "ppo", TOP_K, "testbed", sizes.testbed_seeds, only_c1)
+        for env in sizes.testbed_envs:
+            for algo in sizes.main_algos:
+                filters = (NO_FILTER, top_p_main, TOP_K) if algo == "ppo" else (NO_FILTER, top_p_main)
+                seeds = sizes.testbed_seeds if algo == "ppo" else sizes.testbed_other_seeds
+                for filt in filters:
+                    add(env, algo, filt, "testbed", seeds, only_c1)
 
     # collapse mechanism: entropy bonus on reasoning tokens, no KL, paired seeds, optionally its own warm start
     mech_filters = (NO_FILTER, top_p_main, TOP_K) if sizes.mech_topk else (NO_FILTER, top_p_main)

@@ -8,7 +8,7 @@ decision rules are stated in each notebook's introduction.
 =====  ==============================  =====================================================  ==========
 claim  function                        takes (as the notebook loads it)                       notebook
 =====  ==============================  =====================================================  ==========
-C1     :func:`c1_filter_gain`           the main study's runs                                  03
+C1     :func:`c1_filter_gain`           the main and testbed studies' runs                     03
 C2     :func:`c2_mi_predicts_success`   :func:`~ragen2.repro.claim_tests.correlation_table`    06
 C3     :func:`c3_rv_quartiles`          :func:`~ragen2.repro.prompt_tables.rv_quartile_table`  04
 C4     :func:`c4_gradient_snr`          the PPO and GRPO gradient-analysis rows                02
@@ -46,6 +46,7 @@ from ragen2.repro.claim_tests import (
     with_context,
 )
 from ragen2.repro.claims import Claim
+from ragen2.repro.profiles import PAPER_MAIN_ENVS
 from ragen2.repro.prompt_tables import quartile_differences
 from ragen2.repro.runs import MI_METRIC
 from ragen2.repro.stats import (
@@ -58,8 +59,12 @@ from ragen2.repro.stats import (
 from ragen2.repro.studies import filter_gain_units, mechanism_arms
 from ragen2.repro.tables import paper_gain
 
-C1_STUDIES = "main"
-"""The study C1 is decided on (notebook 03)."""
+C1_STUDIES = ("main", "testbed")
+"""The studies C1 is decided on (notebook 03): the main comparison and the rest of the paper's testbed (the main
+table's other environments and Top-k; a profile that puts them all in ``main`` has no ``testbed`` runs)."""
+C1_ENVS = PAPER_MAIN_ENVS
+"""The environments C1 is decided over: the columns of the paper's main table (docs/method.md §7.13). Runs on
+other environments (the success curves' SearchQA, WebShop, DeepCoder) are drawn, not tested."""
 C2_STUDIES = ("main", "mech", "slip", "ent", "kl", "toppsweep")
 """The studies whose runs C2 correlates (notebook 06): every run of the profile."""
 C2_METRICS = {
@@ -153,23 +158,38 @@ def paper_filter_gain(runs: pd.DataFrame) -> float:
 
 
 def c1_filter_gain(runs: pd.DataFrame) -> Verdict:
-    """C1: Top-p raises final validation success over no filter, across environments and algorithms.
+    """C1: Top-p raises final validation success over no filter across the main table, with Top-p >= Top-k >= none.
 
-    Decided by a paired test over every (env, algorithm, seed) pair against the paper's mean gain on the same
-    cells (:func:`paper_filter_gain`); per-algorithm tests and Top-k (where run) are context.
+    The rule (docs/method.md §7.13, fixed before the testbed's runs were trained): over the runs on
+    :data:`C1_ENVS`, a paired test of Top-p - none over every (env, algorithm, seed) pair against the paper's
+    mean gain on the same cells (:func:`paper_filter_gain`); where PPO has Top-k runs, the ordering too: paired
+    tests over PPO's (env, seed) pairs of Top-p - Top-k and Top-k - none, each ``agree`` when significantly
+    positive, ``disagree`` when significantly negative (the ordering reversed), else inconclusive. The verdict
+    combines them (:func:`~ragen2.repro.claim_tests.combine`: all agree -> agree, any disagree -> disagree).
+    Per-algorithm and per-environment gains are context.
 
     Power (``success``): the pairs' Top-p - none differences against the paper's gain.
     """
-    effect = paper_filter_gain(runs)
-    main = paired_claim("C1", runs, "final_success", "top_p", "none", pair_on=("env", "algo", "seed"),
+    table = runs[runs["env"].isin(C1_ENVS)]
+    if table.empty:
+        return Verdict(Claim("C1", "inconclusive", f"no run on the main table's environments {list(C1_ENVS)}"))
+    effect = paper_filter_gain(table)
+    main = paired_claim("C1", table, "final_success", "top_p", "none", pair_on=("env", "algo", "seed"),
                         what="all envs and algorithms", scale=100, direction="greater", paper_effect=effect)
-    per_algo = [paired_claim("C1", runs[runs["algo"] == algo], "final_success", "top_p", "none",
-                             pair_on=("env", "seed"), what=algo, scale=100) for algo in sorted(runs["algo"].unique())]
-    topk = ([paired_claim("C1", runs[runs["algo"] == "ppo"], "final_success", "top_k", "none",
-                          pair_on=("env", "seed"), what="PPO top-k", scale=100)]
-            if "top_k" in set(runs["condition"]) else [])
-    pairs = paired_rows(runs, "final_success", "top_p", "none", pair_on=("env", "algo", "seed"))
-    return Verdict(with_context(main, *per_algo, *topk),
+    ppo = table[table["algo"] == "ppo"]
+    ordering = ([paired_claim("C1", ppo, "final_success", a, b, pair_on=("env", "seed"),
+                              what=f"ordering, PPO {label}", scale=100)
+                 for a, b, label in (("top_p", "top_k", "Top-p >= Top-k"), ("top_k", "none", "Top-k >= none"))]
+                if "top_k" in set(ppo["condition"]) else [])
+    decided = combine("C1", [main, *ordering]) if ordering else main
+    per_algo = [paired_claim("C1", table[table["algo"] == algo], "final_success", "top_p", "none",
+                             pair_on=("env", "seed"), what=algo, scale=100) for algo in sorted(table["algo"].unique())]
+    envs = sorted(table["env"].unique())
+    per_env = ([paired_claim("C1", table[table["env"] == env], "final_success", "top_p", "none",
+                             pair_on=("algo", "seed"), what=env, scale=100) for env in envs]
+               if len(envs) > 1 else [])
+    pairs = paired_rows(table, "final_success", "top_p", "none", pair_on=("env", "algo", "seed"))
+    return Verdict(with_context(decided, *per_algo, *per_env),
                    {"success": _paired_power(pairs["top_p"] - pairs["none"], effect)})
 
 

@@ -58,6 +58,42 @@ def test_generated_problems_are_solvable_and_in_range():
     assert len({(p["target"], tuple(p["nums"])) for p in problems}) > 990
 
 
+def test_number_count_is_configurable_and_the_default_set_is_unchanged_by_the_option():
+    assert generate_problems(200, 0, 3, 4) == generate_problems(200, 0)
+    pairs = generate_problems(300, 0, min_numbers=2, max_numbers=2)
+    assert {len(p["nums"]) for p in pairs} == {2}
+    for p in pairs:
+        assert 1 <= p["target"] <= 100
+        assert score_expression(p["solution"], p["target"], p["nums"]).reward == 1.0, p
+    assert {len(p["nums"]) for p in generate_problems(300, 0, min_numbers=4, max_numbers=5)} == {4, 5}
+    env = envs.make("countdown", min_numbers=2, max_numbers=2, num_problems=SMALL)
+    obs, _ = env.reset(seed=7)
+    assert len(parse_obs(obs)[1]) == 2
+    _, reward, *_ = env.step(env.expert().action)
+    assert reward == 1.0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "bad"),
+    [({"min_numbers": 1}, "min_numbers must be an int in [2, 6], got 1"),
+     ({"max_numbers": 7}, "max_numbers must be an int in [2, 6], got 7"),
+     ({"min_numbers": True}, "got True"),
+     ({"min_numbers": 4, "max_numbers": 3}, "min_numbers=4, max_numbers=3")],
+)
+def test_number_count_rejects_bad_values(kwargs, bad):
+    with pytest.raises(ValueError, match=re.escape(bad)):
+        generate_problems(10, 0, **kwargs)
+    with pytest.raises(ValueError, match=re.escape(bad)):
+        CountdownEnv(**kwargs)
+
+
+def test_number_count_is_refused_with_a_data_file(tmp_path):
+    path = tmp_path / "cd.parquet"
+    write_countdown_parquet(path, ROWS[:3])
+    with pytest.raises(ValueError, match="min_numbers / max_numbers shape the generated set only"):
+        CountdownEnv(data_path=path, min_numbers=2, max_numbers=2)
+
+
 @pytest.mark.parametrize(
     ("n", "seed", "bad"), [(0, 0, "0"), (-1, 0, "-1"), (2.0, 0, "2.0"), (5, -1, "-1"), (5, "0", "'0'")]
 )

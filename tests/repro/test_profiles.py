@@ -10,7 +10,7 @@ import yaml
 from ragen2.__main__ import main
 from ragen2.config import RunConfig, from_dict, load_config, run_ids, to_dict
 from ragen2.repro import regime_map
-from ragen2.repro.profiles import PROFILE_NAMES, S_PER_RUN, SLIPS, build, estimate
+from ragen2.repro.profiles import ALGOS, PAPER_MAIN_ENVS, PROFILE_NAMES, S_PER_RUN, SLIPS, build, estimate
 from ragen2.repro.run_ids import filter_tag, fmt_value, parse_run_id, run_id
 
 PARAMS = Path(__file__).resolve().parents[2] / "params.yaml"
@@ -48,7 +48,7 @@ def test_cpu_profile_has_the_designed_studies(profiles):
     cpu = profiles["cpu"]
     parts = [parse_run_id(r) for r in cpu.runs]
     studies = {p["study"] for p in parts}
-    assert studies == {"main", "mech", "slip", "ent", "kl", "toppsweep"}
+    assert studies == {"main", "testbed", "mech", "slip", "ent", "kl", "toppsweep"}
     slips = sorted({p["study_value"] for p in parts if p["study"] == "slip"})
     assert len(slips) >= 2 and any(0.05 <= s <= 0.5 for s in slips) and set(slips) <= set(SLIPS)
     assert {0.0, 1.0} <= set(slips)
@@ -71,7 +71,10 @@ def test_cpu_profile_has_the_designed_studies(profiles):
     # every slip rate starts from the base warm start; the main study's cells are the 2 % point, not retrained
     slip_cfgs = [cpu.config(r) for r in cpu.runs if parse_run_id(r)["study"] == "slip"]
     assert all(c.warm_start.env_kwargs == {"success_rate": 0.98} for c in slip_cfgs)
-    assert 0.02 not in slips and len(cpu.warm_starts()) == 2  # the base's and the mechanism study's
+    assert 0.02 not in slips
+    # the base's, the mechanism study's, and one per other environment of the main table (the testbed)
+    assert sorted(cpu.config(w["run"]).env.name for w in cpu.warm_starts().values()) == [
+        "countdown", "frozenlake", "frozenlake", "metamathqa", "sokoban"]
     main_grpo = cpu.config("frozenlake__grpo__none__main__s0")
     slip_grpo = cpu.config("frozenlake__grpo__none__slip0p2__s0")
     assert (main_grpo.trainer, main_grpo.filter) == (slip_grpo.trainer, slip_grpo.filter)
@@ -84,6 +87,34 @@ def test_cpu_profile_has_the_designed_studies(profiles):
     grad = [cpu.config(r).grad_analysis.enabled for r in cpu.runs if parse_run_id(r)["study"] == "main"
             and parse_run_id(r)["algo"] in ("ppo", "grpo")]
     assert grad and all(grad)
+
+
+def test_cpu_testbed_completes_the_papers_main_table(profiles):
+    """Sokoban, Countdown and MetaMathQA beside FrozenLake, four algorithms, Top-k beside Top-p for PPO on every
+    environment with 4 paired seeds; the other rows with fewer (docs/method.md §7.13); only C1 reads these runs."""
+    cpu = profiles["cpu"]
+    cells: dict[tuple, set] = {}
+    for rid in cpu.runs:
+        p = parse_run_id(rid)
+        if p["study"] in ("main", "testbed"):
+            cells.setdefault((p["env"], p["algo"], p["filter_tag"]), set()).add(p["seed"])
+    assert {env for env, _, _ in cells} == set(PAPER_MAIN_ENVS)
+    for env in PAPER_MAIN_ENVS:
+        assert {a for e, a, f in cells if e == env} == set(ALGOS)
+        assert all(cells[(env, "ppo", f)] == {0, 1, 2, 3} for f in ("none", "topp0p9", "topk0p25"))
+        for algo in ALGOS:  # paired: the same seeds under both conditions
+            assert cells[(env, algo, "none")] == cells[(env, algo, "topp0p9")]
+    assert not any(f == "topk0p25" and a != "ppo" for _, a, f in cells)
+    testbed = [cpu.config(r) for r in cpu.runs if parse_run_id(r)["study"] == "testbed"]
+    assert not any(c.collapse.enabled or c.grad_analysis.enabled for c in testbed)
+    kwargs = {c.env.name: c.env.kwargs for c in testbed}
+    assert kwargs["countdown"] == {"min_numbers": 2, "max_numbers": 2}
+    assert kwargs["metamathqa"] == {"difficulty": 1, "max_attempts": 1} and kwargs["sokoban"] == {}
+    tb_main = cpu.config("sokoban__grpo__none__testbed__s0")
+    fl_main = cpu.config("frozenlake__grpo__none__main__s0")
+    assert (tb_main.trainer, tb_main.rollout, tb_main.warm_start) == (fl_main.trainer, fl_main.rollout,
+                                                                       fl_main.warm_start)
+    assert "&id" not in cpu.yaml()  # every run's overrides are its own (no YAML anchors)
 
 
 def test_paper_profile_uses_the_papers_setup(profiles):
@@ -105,7 +136,7 @@ def test_paper_profile_covers_the_papers_grid(profiles):
 
     paper = profiles["paper"]
     parts = [parse_run_id(r) for r in paper.runs]
-    assert {p["study"] for p in parts} == {s for studies in NOTEBOOK_STUDIES.values() for s in studies}
+    assert {p["study"] for p in parts} == {s for studies in NOTEBOOK_STUDIES.values() for s in studies} - {"testbed"}
     main = {(p["env"], p["algo"], p["filter_tag"]) for p in parts if p["study"] == "main"}
     expected = {(env, algo, tag) for env in PAPER_MAIN_ENVS for algo in ("ppo", "grpo", "dapo", "dr_grpo")
                 for tag in ("none", "topp0p9")}
@@ -160,9 +191,10 @@ def test_estimate_is_computed_from_the_grid(profiles):
     assert est.total_s == pytest.approx(est.train_s / 2 + 10.0 * len(paper.notebooks))
     with pytest.raises(ValueError, match="no measured s/step"):
         estimate(paper, s_per_step={"frozenlake": 1.0})
-    cpu = estimate(profiles["cpu"])  # one realization at the measured rates; two warm starts, the base's and the
-    # mechanism study's; the realization check doubles training and warm starts, and both must fit the 90 minutes
-    assert cpu.warm_starts == 2 and 2 * (cpu.total_s - cpu.notebooks_s) + cpu.notebooks_s * 15 / 8 <= 90 * 60
+    cpu = estimate(profiles["cpu"])  # one realization at the measured rates; five warm starts, the base's, the
+    # mechanism study's and the testbed's three; the realization check doubles training and warm starts, and both
+    # must fit the 90 minutes
+    assert cpu.warm_starts == 5 and 2 * (cpu.total_s - cpu.notebooks_s) + cpu.notebooks_s * 15 / 8 <= 90 * 60
     assert cpu.total_s == pytest.approx((cpu.train_s + cpu.warm_start_s) / 2 + cpu.notebooks_s)
     with pytest.raises(ValueError, match="'dapo'"):
         estimate(profiles["cpu"], s_per_step={"frozenlake": {"ppo": 1.0, "grpo": 1.0}})

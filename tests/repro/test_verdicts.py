@@ -42,10 +42,49 @@ def test_c1_decides_on_all_pairs_against_the_papers_gain_and_reports_algorithms_
     assert verdict.claim.evidence.startswith("all envs and algorithms: final_success top_p - none")
     assert f"paper's effect {verdicts.paper_filter_gain(_main_runs()) * 100:+.3g}" in verdict.claim.evidence
     assert "(context) grpo:" in verdict.claim.evidence and "(context) ppo:" in verdict.claim.evidence
-    assert "PPO top-k" not in verdict.claim.evidence
-    with_topk = verdicts.c1_filter_gain(_main_runs(conditions=("none", "top_p", "top_k")))
-    assert "(context) PPO top-k:" in with_topk.claim.evidence
+    assert "ordering" not in verdict.claim.evidence and "(context) frozenlake" not in verdict.claim.evidence
     assert verdicts.paper_filter_gain(_main_runs()) == pytest.approx((10.9 + 2.3) / 2 / 100)  # PPO and GRPO cells
+
+
+def _table_runs(topk_shift, envs=("frozenlake", "sokoban"), seeds=6, gain=0.06):
+    """PPO and GRPO on ``envs`` with paired noise; PPO also under Top-k at ``topk_shift`` above no filter."""
+    rng = np.random.default_rng(5)
+    rows = []
+    for env in envs:
+        for algo in ("ppo", "grpo"):
+            for seed in range(seeds):
+                base = 0.5 + rng.normal(0, 0.02)
+                shifts = {"none": 0.0, "top_p": gain + rng.normal(0, 0.005)}
+                if algo == "ppo":
+                    shifts["top_k"] = topk_shift + rng.normal(0, 0.005)
+                for cond, shift in shifts.items():
+                    rows.append({"run_id": f"{env}__{algo}__{cond}__testbed__s{seed}", "env": env, "algo": algo,
+                                 "seed": seed, "condition": cond, "final_success": base + shift})
+    return pd.DataFrame(rows)
+
+
+def test_c1_tests_the_ordering_top_p_over_top_k_over_none_on_ppo_and_combines_it_with_the_gain():
+    ordered = verdicts.c1_filter_gain(_table_runs(topk_shift=0.03)).claim
+    assert ordered.verdict == "agree"
+    assert "ordering, PPO Top-p >= Top-k: final_success top_p - top_k" in ordered.evidence
+    assert "ordering, PPO Top-k >= none: final_success top_k - none" in ordered.evidence
+    assert "(context) frozenlake:" in ordered.evidence and "(context) sokoban:" in ordered.evidence
+    # Top-k above Top-p: the ordering is reversed, so C1 disagrees although Top-p beats no filter everywhere
+    reversed_ = verdicts.c1_filter_gain(_table_runs(topk_shift=0.12)).claim
+    assert reversed_.verdict == "disagree" and "all envs and algorithms" in reversed_.evidence
+    # Top-k between, but not distinguishable from Top-p: the ordering is undecided, and so is C1
+    tied = verdicts.c1_filter_gain(_table_runs(topk_shift=0.06)).claim
+    assert tied.verdict == "inconclusive"
+
+
+def test_c1_is_decided_over_the_main_tables_environments_only():
+    runs = _table_runs(topk_shift=0.03)
+    curve = _table_runs(topk_shift=0.03, envs=("searchqa",), gain=-0.2)
+    verdict = verdicts.c1_filter_gain(pd.concat([runs, curve], ignore_index=True))
+    assert verdict.claim == verdicts.c1_filter_gain(runs).claim and "searchqa" not in verdict.claim.evidence
+    assert verdict.power["success"].n == 24
+    only_curves = verdicts.c1_filter_gain(curve).claim
+    assert only_curves.verdict == "inconclusive" and "main table's environments" in only_curves.evidence
 
 
 def test_c3_power_is_the_runs_top_minus_bottom_quartile_differences():
