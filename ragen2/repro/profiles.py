@@ -7,7 +7,7 @@ for the DVC ``train`` stage, and the papermill parameters of every notebook).
 ``python -m ragen2 profile {cpu,smoke,paper} --write params.yaml`` writes it out. Run ids are built and
 parsed by :mod:`ragen2.repro.run_ids`; ``<study>`` names the study a run belongs to (:data:`STUDIES`).
 
-**The CPU default profile** (``cpu``): sized to run in about an hour on 2 cores at the measured per-step
+**The CPU default profile** (``cpu``): sized to run within 90 minutes on 2 cores at the measured per-step
 cost (:data:`S_PER_STEP`; ``python -m ragen2 profile cpu --estimate``), with the settings a preliminary CPU
 experiment (docs/method.md §7.0) found necessary to see the paper's mechanisms at all:
 
@@ -26,6 +26,11 @@ experiment (docs/method.md §7.0) found necessary to see the paper's mechanisms 
   (both conditions see the same env seeds), 30 steps of 8 x 8 rollouts, gradient decomposition on PPO
   and GRPO (steps 1 and 16). Its validation success at step 0 and at the end also measures whether the
   trainer learns.
+- ``testbed`` study (C1, docs/method.md §7.13): the rest of the paper's main table, in single-turn variants a policy
+  this small can partly learn (:data:`CPU_ENV_SETTINGS`), each environment from its own warm start with FrozenLake's
+  recipe: Sokoban (6 x 6, one box), Countdown with two numbers, MetaMathQA at difficulty 1 with one attempt; PPO under
+  no filter, Top-p and Top-k 0.25 with 4 paired seeds (FrozenLake's PPO Top-k runs too), GRPO, DAPO and Dr. GRPO under
+  no filter and Top-p with 4 paired seeds. No MI diagnostics or gradient decomposition.
 - ``mech`` study (C6): the regime map's confirming cell (:mod:`ragen2.repro.regime_map`, docs/method.md §7.12),
   where template collapse appears at this scale: FrozenLake GRPO from its own warm start (1500 SFT steps), an entropy
   bonus of 0.03 on the reasoning tokens (``trainer.entropy_scope: reasoning``), no KL, 150 steps, 4 paired seeds,
@@ -39,9 +44,9 @@ experiment (docs/method.md §7.0) found necessary to see the paper's mechanisms 
 - ``reuse_main`` (:class:`Sizes`): the points the main study already has are not trained twice; the
   analysis borrows them (:func:`ragen2.repro.studies.slip_runs`, :func:`ragen2.repro.studies.sweep_table`)
   when every other setting is equal.
-- **Left out to fit the hour** (they are in the ``paper`` profile): Sokoban (its 350-step warm start reaches
-  greedy success 0.09, most answers cut at 64 tokens); Top-k 0.25 in the main study; slip 5, 10 and 50 %; more seeds for the
-  sweeps; 100+ steps outside the mechanism study; an entropy-0 control for it.
+- **Left out to fit the 90 minutes** (they are in the ``paper`` profile): the success curves' SearchQA, WebShop and
+  DeepCoder (multi-turn episodes of hundreds to thousands of tokens); slip 5, 10 and 50 %; more seeds for the sweeps; 100+ steps outside the mechanism study; an
+  entropy-0 control for it.
 
 Parallelism: DVC 3.67's ``dvc repro`` has no ``-j``; ``make repro`` trains the stale runs on two worker
 processes (one torch thread each, dearest first: :mod:`ragen2.repro.runqueue`) and records them with
@@ -96,9 +101,9 @@ and dvc.yaml is the same for every profile (``initial_policy`` never writes ther
 
 S_PER_STEP: dict[str, float | dict[str, float]] = {
     "frozenlake": {"ppo": 0.76, "grpo": 0.46, "dapo": 0.56, "dr_grpo": 0.54},
-    "sokoban": {"ppo": 1.10, "grpo": 0.77, "dapo": 0.77, "dr_grpo": 0.77},
-    "countdown": {"ppo": 0.72, "grpo": 0.46, "dapo": 0.46, "dr_grpo": 0.46},
-    "metamathqa": {"ppo": 0.62, "grpo": 0.42, "dapo": 0.42, "dr_grpo": 0.42},
+    "sokoban": {"ppo": 0.72, "grpo": 0.61, "dapo": 0.65, "dr_grpo": 0.57},
+    "countdown": {"ppo": 0.51, "grpo": 0.36, "dapo": 0.38, "dr_grpo": 0.34},
+    "metamathqa": {"ppo": 0.42, "grpo": 0.32, "dapo": 0.35, "dr_grpo": 0.30},
 }
 """Measured seconds per RL step with the CPU profile's settings (FrozenLake, single turn, 8 x 8 rollouts of
 <= 64 tokens, MI every 10 steps, validation on 64 seeds every 10 steps, gradient decomposition in PPO/GRPO), per
@@ -110,9 +115,10 @@ first realization, trained beside a test run, came out 20-40 % dearer). The GRPO
 Re-measure them when the trainer's cost changes, or :func:`estimate` drifts from the pipeline's real time.
 PPO's critic makes it the dearest; the GRPO mean includes the slip-100 % Top-p runs, whose updates are all
 empty. Per env, either one number or a number per algorithm. Sokoban, Countdown and MetaMathQA (the testbed
-study's variants, :data:`CPU_ENV_SETTINGS`): 10-step cost probes of one run each from its warm start, one torch
-thread, no MI diagnostics or gradient decomposition (as the testbed trains them), validation included, on
-2026-12-02; DAPO and Dr. GRPO were not probed and take GRPO's number."""
+study's variants, :data:`CPU_ENV_SETTINGS`, no MI diagnostics or gradient decomposition): the same sum over the
+testbed runs of the first realization of a fresh clone's ``make repro`` on 2026-12-02 (with one seed on the non-PPO
+rows then; PPO's number mixes no filter, Top-p and Top-k, whose updates cover fewer groups). FrozenLake's PPO Top-k
+runs of the testbed (0.39 s a step) are priced at the main study's PPO rate."""
 S_PER_RUN = 1.6
 """Fixed cost per run outside its own timer (handing the run to a worker, reading params), measured: 82 runs on
 two workers took 1.6 s per run more than the sum of their ``total_elapsed``. A process per run costs 7.0 s
@@ -349,7 +355,7 @@ PROFILE_SETTINGS: dict[str, tuple[dict[str, dict[str, Any]], dict[str, dict[str,
 
 
 SIZES = {
-    # CPU: fits ~60 min on 2 cores at the measured s/step (see the module docstring for what was cut)
+    # CPU: fits 90 min on 2 cores at the measured s/step, both realizations (see the module docstring for what was cut)
     # the mechanism study is the regime map's collapsing cell (regime_map.CONFIRM_CELL: the 1500-step warm start,
     # entropy 0.03 on reasoning tokens; docs/method.md §7.12), with Top-k beside Top-p
     "cpu": Sizes(steps=30, main_envs=("frozenlake",), main_algos=ALGOS, main_seeds=4, topk=False,
@@ -357,7 +363,7 @@ SIZES = {
                  main_include_zero=False, reuse_main=True, slips=(0.0, 0.02, 0.2, 1.0), slip_seeds=4,
                  sweep_env="frozenlake", ent_values=(0.0, 0.05), kl_values=(0.01, 0.1), topp_values=(0.6,),
                  sweep_seeds=2, mech_entropy=0.03, mech_warm_start_steps=1500, mech_topk=True,
-                 testbed_envs=("sokoban", "countdown", "metamathqa"), testbed_seeds=4, testbed_other_seeds=1),
+                 testbed_envs=("sokoban", "countdown", "metamathqa"), testbed_seeds=4, testbed_other_seeds=4),
     "smoke": Sizes(steps=2, main_envs=("frozenlake",), main_algos=("ppo", "grpo"), main_seeds=2, topk=True,
                    mech_steps=2, mech_seeds=2, control_seeds=1, aux_steps=2, aux_algo="grpo", mech_algo="grpo",
                    main_include_zero=False, reuse_main=True, slips=(0.02, 0.5), slip_seeds=1,

@@ -152,6 +152,34 @@ def main_table(
     return table
 
 
+TOPK_ROW = "PPO, Top-k 0.25"
+"""The row label of :func:`with_topk_row` (the paper runs Top-k with PPO only)."""
+
+
+def with_topk_row(table: pd.DataFrame, runs_df: pd.DataFrame, *, value: str = "final_success",
+                  scale: float = 100.0) -> pd.DataFrame:
+    """``table`` (a :func:`main_table`) with one more row, :data:`TOPK_ROW`: PPO's no-filter success and the paired
+    gain of Top-k over it, per env of ``table`` (C1's ordering Top-p >= Top-k >= none, read beside the PPO row); its
+    ``Average`` is over the envs where PPO has Top-k runs.
+
+    ``table`` unchanged when PPO has no Top-k run in ``runs_df``.
+    """
+    ppo = runs_df[(runs_df["algo"] == "ppo") & runs_df["condition"].isin(["top_k", "none"])]
+    if "top_k" not in set(ppo["condition"]):
+        return table
+    envs = {ENV_LABELS.get(e, e): e for e in ppo["env"].unique()}
+    shown = [e for e in table.columns.get_level_values("env").unique() if e in envs or e == AVERAGE]
+    ppo = ppo[ppo["env"].isin([envs[e] for e in shown if e != AVERAGE])]
+    row = main_table(ppo, value=value, filtered="top_k", scale=scale, average=AVERAGE in shown)
+    row = row.rename(index={ALGO_LABELS["ppo"]: TOPK_ROW})
+    out = pd.concat([table, row.reindex(columns=table.columns)])
+    out.index.name = table.index.name
+    for col in out.columns:
+        if col[1].startswith("n_"):
+            out[col] = out[col].fillna(0).astype(int)
+    return out
+
+
 def format_main_table(table: pd.DataFrame, digits: int = 1) -> pd.DataFrame:
     """Cells as text in the paper's style: ``12.9 ± 1.0 (+16.0 ± 2.0) n=4/4`` (n = no-filter/pairs)."""
 

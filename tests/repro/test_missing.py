@@ -78,6 +78,16 @@ def test_nothing_happens_when_every_study_has_runs(tmp_path):
         skip_without_studies("09_nothing", runs, tmp_path / "figs")
 
 
+def test_an_optional_study_missing_is_no_reason_to_skip(tmp_path):
+    """The paper profile has no ``testbed`` study (its main table is all in ``main``): notebook 03 still runs."""
+    runs = _runs(tmp_path / "runs", "sokoban__ppo__none__main__s0")
+    assert "testbed" in NOTEBOOK_STUDIES["03_main_results"]
+    assert skip_without_studies("03_main_results", runs, tmp_path / "figs") is None
+    only_testbed = _runs(tmp_path / "other", "sokoban__ppo__none__testbed__s0")
+    note = skip_without_studies("03_main_results", only_testbed, tmp_path / "figs", params=tmp_path / "absent.yaml")
+    assert note is not None and "`main` study" in note.data and "testbed" not in note.data
+
+
 def test_a_missing_study_returns_the_note_and_writes_the_outputs(tmp_path):
     runs = _runs(tmp_path / "runs", "frozenlake__grpo__none__main__s0")
     note = skip_without_studies("05_stochasticity", runs, tmp_path / "figs", params=tmp_path / "absent.yaml")

@@ -10,11 +10,13 @@ import pytest
 
 from ragen2.repro.tables import (
     STATS,
+    TOPK_ROW,
     format_main_table,
     main_table,
     main_table_vs_paper,
     paper_main_table,
     paper_reference_values,
+    with_topk_row,
 )
 
 
@@ -84,6 +86,28 @@ def test_main_table_single_seed_has_nan_std_and_bad_input():
         main_table(one.drop(columns="seed"))
     with pytest.raises(ValueError, match="no runs"):
         main_table(one, filtered="min_p", baseline="other")
+
+
+def test_the_topk_row_is_ppos_no_filter_success_and_the_paired_topk_gain():
+    runs = _runs()
+    table = main_table(runs)
+    topk_gain = {"sokoban": [0.05, 0.0, -0.05], "countdown": [0.01, 0.01, 0.04]}
+    extra = [{"algo": "ppo", "env": env, "seed": seed, "condition": "top_k",
+              "final_success": runs.query("algo == 'ppo' and env == @env and seed == @seed and condition == 'none'")
+              ["final_success"].iloc[0] + g}
+             for env, gains in topk_gain.items() for seed, g in enumerate(gains)]
+    both = pd.concat([runs[runs["seed"] != 9], pd.DataFrame(extra)], ignore_index=True)
+    shown = with_topk_row(table, both)
+    assert list(shown.index) == ["PPO", "GRPO", TOPK_ROW] and list(shown.columns) == list(table.columns)
+    row = shown.loc[TOPK_ROW]
+    assert row[("Sokoban", "gain_mean")] == pytest.approx(0.0) and row[("Sokoban", "n_pairs")] == 3
+    assert row[("Countdown", "gain_mean")] == pytest.approx(2.0)
+    assert row[("Sokoban", "no_filter_mean")] == table.loc["PPO", ("Sokoban", "no_filter_mean")]
+    per_seed = np.array([(0.05 + 0.01) / 2, (0.0 + 0.01) / 2, (-0.05 + 0.04) / 2]) * 100
+    assert row[("Average", "gain_mean")] == pytest.approx(per_seed.mean())
+    assert format_main_table(shown).loc[TOPK_ROW, "Countdown"].startswith("60.0 ± 10.0 (+2.0 ± 1.7) n=3/3")
+    no_topk = runs[runs["condition"] != "top_k"]
+    assert with_topk_row(table, no_topk) is table
 
 
 def test_format_main_table_text():
