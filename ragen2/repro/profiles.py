@@ -100,38 +100,35 @@ INITIAL_POLICY_DIR = WARM_START_DIR
 and dvc.yaml is the same for every profile (``initial_policy`` never writes there when steps is 0)."""
 
 S_PER_STEP: dict[str, float | dict[str, float]] = {
-    "frozenlake": {"ppo": 0.76, "grpo": 0.46, "dapo": 0.56, "dr_grpo": 0.54},
-    "sokoban": {"ppo": 0.72, "grpo": 0.61, "dapo": 0.65, "dr_grpo": 0.57},
-    "countdown": {"ppo": 0.51, "grpo": 0.36, "dapo": 0.38, "dr_grpo": 0.34},
-    "metamathqa": {"ppo": 0.42, "grpo": 0.32, "dapo": 0.35, "dr_grpo": 0.30},
+    "frozenlake": {"ppo": 0.63, "grpo": 0.42, "dapo": 0.59, "dr_grpo": 0.48},
+    "sokoban": {"ppo": 0.73, "grpo": 0.62, "dapo": 0.61, "dr_grpo": 0.57},
+    "countdown": {"ppo": 0.51, "grpo": 0.38, "dapo": 0.41, "dr_grpo": 0.39},
+    "metamathqa": {"ppo": 0.41, "grpo": 0.28, "dapo": 0.35, "dr_grpo": 0.29},
 }
-"""Measured seconds per RL step with the CPU profile's settings (FrozenLake, single turn, 8 x 8 rollouts of
-<= 64 tokens, MI every 10 steps, validation on 64 seeds every 10 steps, gradient decomposition in PPO/GRPO), per
-algorithm: each run's ``timings_s.total_elapsed`` (which includes its step-0 validation and checkpoints) summed
-over its algorithm's runs and divided by their steps, over the 78 runs of the second realization of a fresh
-clone's ``make repro`` on 2026-12-02 (two worker processes, one torch thread each, nothing else running; the
-first realization, trained beside a test run, came out 20-40 % dearer). The GRPO number mixes 30-step runs
-(0.52 s a step: step 0's validation weighs more in a short run) with the mechanism study's 150-step runs (0.42).
-Re-measure them when the trainer's cost changes, or :func:`estimate` drifts from the pipeline's real time.
-PPO's critic makes it the dearest; the GRPO mean includes the slip-100 % Top-p runs, whose updates are all
-empty. Per env, either one number or a number per algorithm. Sokoban, Countdown and MetaMathQA (the testbed
-study's variants, :data:`CPU_ENV_SETTINGS`, no MI diagnostics or gradient decomposition): the same sum over the
-testbed runs of the first realization of a fresh clone's ``make repro`` on 2026-12-02 (with one seed on the non-PPO
-rows then; PPO's number mixes no filter, Top-p and Top-k, whose updates cover fewer groups). FrozenLake's PPO Top-k
-runs of the testbed (0.39 s a step) are priced at the main study's PPO rate."""
+"""Measured seconds per RL step with the CPU profile's settings (single turn, 8 x 8 rollouts of <= 64 tokens,
+validation on 64 seeds every 10 steps; in the main, mechanism and sweep studies MI every 10 steps and the gradient
+decomposition in PPO/GRPO, not in the testbed), per environment and algorithm: each run's
+``timings_s.total_elapsed`` (which includes its step-0 validation and checkpoints) summed over its (env,
+algorithm) runs and divided by their steps, over the 136 runs of the second realization of a fresh clone's ``make
+repro`` on 2026-12-02 (two worker processes, one torch thread each; the testbed's non-PPO rows had one seed then,
+the same filter mix as now). Each number averages the filters its runs use: Top-p and Top-k runs update on fewer
+groups (FrozenLake's PPO mixes the main study's runs with MI and gradient analysis and the testbed's cheaper Top-k
+runs; FrozenLake's GRPO the 30-step runs with the mechanism study's 150-step ones, and the slip-100 % Top-p runs
+whose updates are all empty). Re-measure them when the trainer's cost changes, or :func:`estimate` drifts from the
+pipeline's real time."""
 S_PER_RUN = 1.6
 """Fixed cost per run outside its own timer (handing the run to a worker, reading params), measured: 82 runs on
 two workers took 1.6 s per run more than the sum of their ``total_elapsed``. A process per run costs 7.0 s
 (mostly importing torch and transformers), which is why :mod:`ragen2.repro.runqueue` keeps its workers."""
-S_PER_WARM_START_STEP = 0.245
-"""Measured: the CPU profile's four warm starts (600 and 1500 SFT steps of 32 single-turn FrozenLake episodes, both
-realizations; corpus building, model loading and greedy evaluation included) took 8.6 minutes for their 4,200 SFT
-steps on two workers of one torch thread each (``make repro``'s ``build-warm-starts``), in a fresh clone on
-2026-12-02 beside a test run: 0.245 s per SFT step and worker."""
-S_PER_NOTEBOOK = 71.0
-"""Seconds per executed notebook (kernel start, imports, the prompt-level rollouts of notebooks 04/07): the
-data stage, the eight notebooks and the claims stage take 9.5 minutes from a fresh clone (notebook 04 and its
-17 prompt tables: 4.3 min)."""
+S_PER_WARM_START_STEP = 0.2
+"""Measured: the CPU profile's ten warm starts (both realizations of FrozenLake's 600- and 1500-step ones and of the
+testbed's three 600-step ones; corpus building, model loading and greedy evaluation included) took 12.9 minutes for
+their 7,800 SFT steps on two workers of one torch thread each (``make repro``'s ``build-warm-starts``), in a fresh
+clone on 2026-12-02 with a test beside it: 0.2 s per SFT step and worker."""
+S_PER_NOTEBOOK = 40.0
+"""Seconds per executed notebook (kernel start, imports, the prompt-level rollouts of notebooks 04/07): the eight
+notebooks, the realization check's seven and the claims stage took 10.1 minutes in a fresh clone's ``make repro``
+on 2026-12-02, about 40 s a notebook (notebook 04 with its prompt tables: about a minute)."""
 WORKERS = 2
 """Parallel training processes (one per core)."""
 NO_CLAIM_NOTEBOOKS = ("01_template_collapse",)
