@@ -30,7 +30,9 @@ experiment (docs/method.md §7.0) found necessary to see the paper's mechanisms 
   this small can partly learn (:data:`CPU_ENV_SETTINGS`), each environment from its own warm start with FrozenLake's
   recipe: Sokoban (6 x 6, one box), Countdown with two numbers, MetaMathQA at difficulty 1 with one attempt; PPO under
   no filter, Top-p and Top-k 0.25 with 4 paired seeds (FrozenLake's PPO Top-k runs too), GRPO, DAPO and Dr. GRPO under
-  no filter and Top-p with 4 paired seeds. No MI diagnostics or gradient decomposition.
+  no filter and Top-p with 4 paired seeds. No MI diagnostics or gradient decomposition. It also trains the one
+  success-curve environment beyond the table a policy this small can learn, DeepCoder at difficulty 1 with GRPO under
+  no filter, Top-p and Top-k, 2 paired seeds, first realization only (drawn, never tested).
 - ``mech`` study (C6): the regime map's confirming cell (:mod:`ragen2.repro.regime_map`, docs/method.md §7.12),
   where template collapse appears at this scale: FrozenLake GRPO from its own warm start (1500 SFT steps), an entropy
   bonus of 0.03 on the reasoning tokens (``trainer.entropy_scope: reasoning``), no KL, 150 steps, 4 paired seeds,
@@ -44,9 +46,10 @@ experiment (docs/method.md §7.0) found necessary to see the paper's mechanisms 
 - ``reuse_main`` (:class:`Sizes`): the points the main study already has are not trained twice; the
   analysis borrows them (:func:`ragen2.repro.studies.slip_runs`, :func:`ragen2.repro.studies.sweep_table`)
   when every other setting is equal.
-- **Left out to fit the 90 minutes** (they are in the ``paper`` profile): the success curves' SearchQA, WebShop and
-  DeepCoder (multi-turn episodes of hundreds to thousands of tokens); slip 5, 10 and 50 %; more seeds for the sweeps; 100+ steps outside the mechanism study; an
-  entropy-0 control for it.
+- **Left out to fit the 90 minutes** (they are in the ``paper`` profile): the success curves' SearchQA (its warm
+  starts reach greedy success 1.0, nothing left to learn, and a step costs 2.4 s) and WebShop (5 turns of about
+  1,000 tokens; 25 minutes per warm start; docs/method.md §7.13); slip 5, 10 and 50 %; more seeds for the sweeps;
+  100+ steps outside the mechanism study; an entropy-0 control for it.
 
 Parallelism: DVC 3.67's ``dvc repro`` has no ``-j``; ``make repro`` trains the stale runs on two worker
 processes (one torch thread each, dearest first: :mod:`ragen2.repro.runqueue`) and records them with
@@ -78,7 +81,7 @@ from typing import Any
 import yaml
 
 from ragen2.config import RunConfig, deep_merge, from_dict, to_dict
-from ragen2.repro.run_ids import filter_tag, fmt_value, run_id
+from ragen2.repro.run_ids import filter_tag, fmt_value, parse_run_id, run_id
 
 PROFILE_NAMES = ("cpu", "smoke", "paper")
 ALGOS = ("ppo", "grpo", "dapo", "dr_grpo")
@@ -104,6 +107,7 @@ S_PER_STEP: dict[str, float | dict[str, float]] = {
     "sokoban": {"ppo": 0.73, "grpo": 0.62, "dapo": 0.61, "dr_grpo": 0.57},
     "countdown": {"ppo": 0.51, "grpo": 0.38, "dapo": 0.41, "dr_grpo": 0.39},
     "metamathqa": {"ppo": 0.41, "grpo": 0.28, "dapo": 0.35, "dr_grpo": 0.29},
+    "deepcoder": {"grpo": 1.09},
 }
 """Measured seconds per RL step with the CPU profile's settings (single turn, 8 x 8 rollouts of <= 64 tokens,
 validation on 64 seeds every 10 steps; in the main, mechanism and sweep studies MI every 10 steps and the gradient
@@ -114,8 +118,9 @@ repro`` on 2026-12-02 (two worker processes, one torch thread each; the testbed'
 the same filter mix as now). Each number averages the filters its runs use: Top-p and Top-k runs update on fewer
 groups (FrozenLake's PPO mixes the main study's runs with MI and gradient analysis and the testbed's cheaper Top-k
 runs; FrozenLake's GRPO the 30-step runs with the mechanism study's 150-step ones, and the slip-100 % Top-p runs
-whose updates are all empty). Re-measure them when the trainer's cost changes, or :func:`estimate` drifts from the
-pipeline's real time."""
+whose updates are all empty). DeepCoder's GRPO rate (the testbed's success-curve runs) comes from a 5-step cost
+probe on 2026-12-03 without a filter (``total_elapsed`` over its steps, its two validations included), so it errs
+high. Re-measure them when the trainer's cost changes, or :func:`estimate` drifts from the pipeline's real time."""
 S_PER_RUN = 1.6
 """Fixed cost per run outside its own timer (handing the run to a worker, reading params), measured: 82 runs on
 two workers took 1.6 s per run more than the sum of their ``total_elapsed``. A process per run costs 7.0 s
@@ -189,6 +194,11 @@ class Sizes:
     them in ``main``). No MI diagnostics or gradient decomposition: the study feeds C1 and the curves only."""
     testbed_seeds: int = 0
     testbed_other_seeds: int = 0
+    testbed_curve_envs: tuple[tuple[str, str], ...] = ()
+    """``(env, algorithm)`` pairs of the paper's success curves beyond its main table that the ``testbed`` study
+    trains under no filter, Top-p and Top-k with ``testbed_curve_seeds`` paired seeds (docs/method.md §7.13): they
+    are drawn and decide no claim, so the realization check does not re-train them (:func:`in_realization_check`)."""
+    testbed_curve_seeds: int = 0
 
 
 @dataclass(frozen=True)
@@ -230,7 +240,7 @@ class Profile:
 
         overrides, label = overrides_for(from_dict(RunConfig, self.base).warm_start.steps)
         train = {rid: {"warm_start": _warm_start_path(apply_overrides(self.config(rid), list(overrides)))}
-                 for rid in self.runs}
+                 for rid in self.runs if in_realization_check(rid)}
         warm_starts: dict[str, dict[str, str]] = {}
         first = self.warm_starts()
         for rid, entry in train.items():  # a warm start both realizations share is built once, by the first
@@ -341,11 +351,13 @@ on 16 groups x 8 rollouts with linear top-p (docs/method.md §7.4)."""
 CPU_ENV_SETTINGS: dict[str, dict[str, Any]] = {
     "countdown": {"env": {"kwargs": {"min_numbers": 2, "max_numbers": 2}}},
     "metamathqa": {"env": {"kwargs": {"difficulty": 1, "max_attempts": 1}}},
+    "deepcoder": {"env": {"kwargs": {"difficulty": 1}}},
 }
 """Per-environment overrides of the CPU and smoke profiles' runs: the single-turn variants a 0.4M-parameter policy
 can partly learn (docs/method.md §7.13): Countdown with two numbers (one operation; with the paper's 3-4 numbers
 600 SFT steps left greedy success 0 and no legal answer), MetaMathQA at difficulty 1 with one attempt (mixed
-difficulties: greedy success 0.03). Sokoban needs none (6 x 6, one box, one turn of up to 10 moves, as FrozenLake)."""
+difficulties: greedy success 0.03). Sokoban needs none (6 x 6, one box, one turn of up to 10 moves, as FrozenLake).
+DeepCoder, a success-curve environment, at difficulty 1 (one-line programs; single turn as the table's)."""
 PROFILE_SETTINGS: dict[str, tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]] = {
     "cpu": ({}, CPU_ENV_SETTINGS), "smoke": ({}, CPU_ENV_SETTINGS), "paper": (PAPER_ALGO_SETTINGS, PAPER_ENV_SETTINGS)}
 """Profile -> (per-algorithm, per-environment) overrides merged into each of its runs (after the study's own)."""
@@ -360,13 +372,15 @@ SIZES = {
                  main_include_zero=False, reuse_main=True, slips=(0.0, 0.02, 0.2, 1.0), slip_seeds=4,
                  sweep_env="frozenlake", ent_values=(0.0, 0.05), kl_values=(0.01, 0.1), topp_values=(0.6,),
                  sweep_seeds=2, mech_entropy=0.03, mech_warm_start_steps=1500, mech_topk=True,
-                 testbed_envs=("sokoban", "countdown", "metamathqa"), testbed_seeds=4, testbed_other_seeds=4),
+                 testbed_envs=("sokoban", "countdown", "metamathqa"), testbed_seeds=4, testbed_other_seeds=4,
+                 testbed_curve_envs=(("deepcoder", "grpo"),), testbed_curve_seeds=2),
     "smoke": Sizes(steps=2, main_envs=("frozenlake",), main_algos=("ppo", "grpo"), main_seeds=2, topk=True,
                    mech_steps=2, mech_seeds=2, control_seeds=1, aux_steps=2, aux_algo="grpo", mech_algo="grpo",
                    main_include_zero=False, reuse_main=True, slips=(0.02, 0.5), slip_seeds=1,
                    sweep_env="frozenlake", ent_values=(0.0,), kl_values=(0.01,), topp_values=(0.6,), sweep_seeds=1,
                    mech_entropy=0.03, mech_warm_start_steps=200, mech_topk=True,
-                   testbed_envs=("countdown",), testbed_seeds=1, testbed_other_seeds=1),
+                   testbed_envs=("countdown",), testbed_seeds=1, testbed_other_seeds=1,
+                   testbed_curve_envs=(("deepcoder", "grpo"),), testbed_curve_seeds=1),
     # paper: the reference's grid, one seed per cell (docs/method.md §7.1-§7.4); the mechanism study is ours
     # (the paper has none): 4 paired seeds with the reasoning entropy bonus and 4 without, as its control
     "paper": Sizes(steps=400, main_envs=PAPER_MAIN_ENVS, main_algos=ALGOS, main_seeds=1, topk=True,
@@ -437,6 +451,9 @@ def _grid(sizes: Sizes, algo_settings: dict[str, dict[str, Any]] | None = None,
                 seeds = sizes.testbed_seeds if algo == "ppo" else sizes.testbed_other_seeds
                 for filt in filters:
                     add(env, algo, filt, "testbed", seeds, only_c1)
+        for env, algo in sizes.testbed_curve_envs:
+            for filt in (NO_FILTER, top_p_main, TOP_K):
+                add(env, algo, filt, "testbed", sizes.testbed_curve_seeds, only_c1)
 
     # collapse mechanism: entropy bonus on reasoning tokens, no KL, paired seeds, optionally its own warm start
     mech_filters = (NO_FILTER, top_p_main, TOP_K) if sizes.mech_topk else (NO_FILTER, top_p_main)
@@ -522,6 +539,14 @@ def _with_overrides_minimal(base: dict[str, Any], runs: dict[str, dict[str, Any]
     return pruned
 
 
+def in_realization_check(rid: str) -> bool:
+    """Whether the realization check (:meth:`Profile.realization`) re-trains run ``rid``: every run but the
+    testbed's on environments outside the paper's main table (its success-curve environments), which are drawn and
+    decide no claim (docs/method.md §7.13)."""
+    parts = parse_run_id(rid)
+    return not (parts["study"] == "testbed" and parts["env"] not in PAPER_MAIN_ENVS)
+
+
 def _warm_start_path(cfg: RunConfig) -> str:
     from ragen2.warmstart import warm_start_key
 
@@ -575,6 +600,9 @@ def assemble(name: str, base: dict[str, Any], sizes: Sizes, algo_settings: dict[
 # ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Estimate:
+    """The first realization's cost (``runs`` ... ``notebooks_s``) and the second's (``realization_*``: the
+    realization check's runs, its own warm starts, its notebooks and the claims stage)."""
+
     runs: int
     train_steps: int
     warm_starts: int
@@ -582,18 +610,29 @@ class Estimate:
     warm_start_s: float
     notebooks_s: float
     workers: int
+    realization_runs: int = 0
+    realization_train_s: float = 0.0
+    realization_warm_start_s: float = 0.0
+    realization_notebooks_s: float = 0.0
 
     @property
     def total_s(self) -> float:
-        """Wall-clock estimate: the warm starts (before any run) and then training shared over the workers, one
-        torch thread each (the warm starts pair up evenly: both realizations build the same recipes), and the
-        notebooks one after another."""
+        """Wall-clock estimate of the first realization: the warm starts (before any run) and then training shared
+        over the workers, one torch thread each, and the notebooks one after another."""
         return (self.train_s + self.warm_start_s) / self.workers + self.notebooks_s
+
+    @property
+    def pipeline_s(self) -> float:
+        """Wall-clock estimate of the whole pipeline (``make repro`` after ``make setup``): both realizations."""
+        return self.total_s + ((self.realization_train_s + self.realization_warm_start_s) / self.workers
+                               + self.realization_notebooks_s)
 
     def summary(self) -> str:
         return (f"{self.runs} runs, {self.train_steps} RL steps ({self.train_s / 60:.1f} CPU-min), "
                 f"{self.warm_starts} warm starts ({self.warm_start_s / 60:.1f} CPU-min), notebooks "
-                f"{self.notebooks_s / 60:.1f} min; on {self.workers} workers about {self.total_s / 60:.0f} min wall")
+                f"{self.notebooks_s / 60:.1f} min; on {self.workers} workers about {self.total_s / 60:.0f} min wall; "
+                f"with the realization check ({self.realization_runs} runs again) about "
+                f"{self.pipeline_s / 60:.0f} min")
 
 
 def run_seconds(cfg: RunConfig, s_per_step: dict[str, float | dict[str, float]] | None = None) -> float:
@@ -620,16 +659,25 @@ def estimate(profile: Profile, s_per_step: dict[str, float] | None = None,
 
     Each run costs :data:`S_PER_RUN` plus ``steps * s_per_step[env]`` (or ``s_per_step[env][algo]``); each
     distinct warm start ``warm_start.steps * s_per_warm_start_step``. Notebooks run one after another
-    after training.
+    after training. The second realization re-trains the runs :func:`in_realization_check` keeps (at the first's
+    rates), builds its own warm starts and runs the claim notebooks and the claims stage.
     """
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers!r}")
-    train_s, steps = S_PER_RUN * len(profile.runs), 0
+    train_s, steps, second_s = S_PER_RUN * len(profile.runs), 0, 0.0
+    second = profile.realization()
     for rid in profile.runs:
         cfg = profile.config(rid)
         steps += cfg.trainer.steps
         train_s += run_seconds(cfg, s_per_step)
+        if rid in second["train"]:
+            second_s += S_PER_RUN + run_seconds(cfg, s_per_step)
     ws = profile.warm_starts()
     ws_s = sum(profile.config(w["run"]).warm_start.steps * s_per_warm_start_step for w in ws.values())
+    second_ws_s = sum(profile.config(w["run"]).warm_start.steps * s_per_warm_start_step
+                      for w in second["warm_starts"].values())
     return Estimate(runs=len(profile.runs), train_steps=steps, warm_starts=len(ws), train_s=train_s,
-                    warm_start_s=ws_s, notebooks_s=s_per_notebook * len(profile.notebooks), workers=workers)
+                    warm_start_s=ws_s, notebooks_s=s_per_notebook * len(profile.notebooks), workers=workers,
+                    realization_runs=len(second["train"]), realization_train_s=second_s,
+                    realization_warm_start_s=second_ws_s,
+                    realization_notebooks_s=s_per_notebook * (len(second["notebooks"]) + 1))

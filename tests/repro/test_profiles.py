@@ -10,7 +10,8 @@ import yaml
 from ragen2.__main__ import main
 from ragen2.config import RunConfig, from_dict, load_config, run_ids, to_dict
 from ragen2.repro import regime_map
-from ragen2.repro.profiles import ALGOS, PAPER_MAIN_ENVS, PROFILE_NAMES, S_PER_RUN, SLIPS, build, estimate
+from ragen2.repro.profiles import (ALGOS, PAPER_MAIN_ENVS, PROFILE_NAMES, S_PER_RUN, SLIPS, build, estimate,
+                                   in_realization_check)
 from ragen2.repro.run_ids import filter_tag, fmt_value, parse_run_id, run_id
 
 PARAMS = Path(__file__).resolve().parents[2] / "params.yaml"
@@ -72,9 +73,9 @@ def test_cpu_profile_has_the_designed_studies(profiles):
     slip_cfgs = [cpu.config(r) for r in cpu.runs if parse_run_id(r)["study"] == "slip"]
     assert all(c.warm_start.env_kwargs == {"success_rate": 0.98} for c in slip_cfgs)
     assert 0.02 not in slips
-    # the base's, the mechanism study's, and one per other environment of the main table (the testbed)
+    # the base's, the mechanism study's, one per other environment of the main table and DeepCoder's (the testbed)
     assert sorted(cpu.config(w["run"]).env.name for w in cpu.warm_starts().values()) == [
-        "countdown", "frozenlake", "frozenlake", "metamathqa", "sokoban"]
+        "countdown", "deepcoder", "frozenlake", "frozenlake", "metamathqa", "sokoban"]
     main_grpo = cpu.config("frozenlake__grpo__none__main__s0")
     slip_grpo = cpu.config("frozenlake__grpo__none__slip0p2__s0")
     assert (main_grpo.trainer, main_grpo.filter) == (slip_grpo.trainer, slip_grpo.filter)
@@ -96,7 +97,7 @@ def test_cpu_testbed_completes_the_papers_main_table(profiles):
     cells: dict[tuple, set] = {}
     for rid in cpu.runs:
         p = parse_run_id(rid)
-        if p["study"] in ("main", "testbed"):
+        if p["study"] in ("main", "testbed") and p["env"] in PAPER_MAIN_ENVS:
             cells.setdefault((p["env"], p["algo"], p["filter_tag"]), set()).add(p["seed"])
     assert {env for env, _, _ in cells} == set(PAPER_MAIN_ENVS)
     for env in PAPER_MAIN_ENVS:
@@ -115,6 +116,22 @@ def test_cpu_testbed_completes_the_papers_main_table(profiles):
     assert (tb_main.trainer, tb_main.rollout, tb_main.warm_start) == (fl_main.trainer, fl_main.rollout,
                                                                        fl_main.warm_start)
     assert "&id" not in cpu.yaml()  # every run's overrides are its own (no YAML anchors)
+
+
+def test_cpu_testbed_draws_deepcoder_success_curves_in_the_first_realization_only(profiles):
+    """DeepCoder at difficulty 1 with GRPO under the three filters, 2 paired seeds (docs/method.md §7.13, second
+    amendment); outside the main table, so the realization check does not re-train it."""
+    cpu = profiles["cpu"]
+    curve = {rid: parse_run_id(rid) for rid in cpu.runs if parse_run_id(rid)["env"] not in PAPER_MAIN_ENVS}
+    assert {(p["env"], p["algo"], p["study"]) for p in curve.values()} == {("deepcoder", "grpo", "testbed")}
+    assert {(p["filter_tag"], p["seed"]) for p in curve.values()} == {
+        (f, s) for f in ("none", "topp0p9", "topk0p25") for s in (0, 1)}
+    cfgs = [cpu.config(rid) for rid in curve]
+    assert all(c.env.kwargs == {"difficulty": 1} and not c.collapse.enabled for c in cfgs)
+    base = cpu.config("sokoban__grpo__none__testbed__s0")
+    assert all((c.trainer, c.rollout) == (base.trainer, base.rollout) for c in cfgs if c.filter == base.filter)
+    assert not any(in_realization_check(rid) for rid in curve)
+    assert set(cpu.realization()["train"]) == set(cpu.runs) - set(curve)
 
 
 def test_paper_profile_uses_the_papers_setup(profiles):
@@ -191,11 +208,13 @@ def test_estimate_is_computed_from_the_grid(profiles):
     assert est.total_s == pytest.approx(est.train_s / 2 + 10.0 * len(paper.notebooks))
     with pytest.raises(ValueError, match="no measured s/step"):
         estimate(paper, s_per_step={"frozenlake": 1.0})
-    cpu = estimate(profiles["cpu"])  # one realization at the measured rates; five warm starts, the base's, the
-    # mechanism study's and the testbed's three; the realization check doubles training and warm starts, and both
-    # must fit the 90 minutes
-    assert cpu.warm_starts == 5 and 2 * (cpu.total_s - cpu.notebooks_s) + cpu.notebooks_s * 15 / 8 <= 90 * 60
+    cpu = estimate(profiles["cpu"])  # at the measured rates; six warm starts, the base's, the mechanism study's and
+    # the testbed's four; the realization check re-trains every run but DeepCoder's with its own five warm starts and
+    # runs seven notebooks and the claims stage: with `make setup` (about 2.3 minutes) all must fit the 90 minutes
+    assert cpu.warm_starts == 6 and cpu.realization_runs == cpu.runs - 6
     assert cpu.total_s == pytest.approx((cpu.train_s + cpu.warm_start_s) / 2 + cpu.notebooks_s)
+    assert cpu.realization_notebooks_s == pytest.approx(cpu.notebooks_s)  # 7 notebooks + claims vs 8 notebooks
+    assert cpu.total_s < cpu.pipeline_s < 2 * cpu.total_s and cpu.pipeline_s + 2.3 * 60 <= 90 * 60
     with pytest.raises(ValueError, match="'dapo'"):
         estimate(profiles["cpu"], s_per_step={"frozenlake": {"ppo": 1.0, "grpo": 1.0}})
 

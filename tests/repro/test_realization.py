@@ -13,7 +13,8 @@ from ragen2.errors import ConfigError
 from ragen2.repro import realization
 from ragen2.repro.claims import Claim, read_claims, write_claims
 from ragen2.repro.notebook_stages import NOTEBOOK_STUDIES, parameters_key
-from ragen2.repro.profiles import build
+from ragen2.repro.profiles import PAPER_MAIN_ENVS, build
+from ragen2.repro.run_ids import parse_run_id
 from tests.repro.dvcyaml import REPO, paths, resolved
 
 
@@ -77,14 +78,18 @@ def test_merge_with_realization_needs_both_realizations(tmp_path):
         realization.merge_with_realization(tmp_path / "first", tmp_path / "realization")
 
 
-def test_the_profiles_declare_a_second_warm_start_for_every_run():
+def test_the_profiles_declare_a_second_warm_start_for_every_run_that_decides_a_claim():
     for name in ("cpu", "smoke"):
         profile = build(name)
         entry = profile.params()["pipeline"]["realization"]
-        assert entry["set"] == list(realization.OVERRIDES) and set(entry["train"]) == set(profile.runs)
+        # every run but the testbed's success-curve environments (outside the main table: drawn, never tested)
+        curve_runs = {rid for rid in profile.runs if parse_run_id(rid)["env"] not in PAPER_MAIN_ENVS}
+        assert curve_runs and all(parse_run_id(rid)["study"] == "testbed" for rid in curve_runs)
+        assert entry["set"] == list(realization.OVERRIDES) and set(entry["train"]) == set(profile.runs) - curve_runs
         first_paths = {v["path"] for v in profile.warm_starts().values()}
         second_paths = {v["warm_start"] for v in entry["train"].values()}
-        assert second_paths.isdisjoint(first_paths) and len(second_paths) == len(first_paths)
+        curve_paths = {profile.warm_start_keys[rid] for rid in curve_runs}
+        assert second_paths.isdisjoint(first_paths) and len(second_paths) == len(first_paths - curve_paths)
         assert {v["path"] for v in entry["warm_starts"].values()} == second_paths
         rid = next(iter(profile.runs))
         second = apply_overrides(profile.config(rid), list(realization.OVERRIDES))
