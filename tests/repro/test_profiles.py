@@ -10,8 +10,16 @@ import yaml
 from ragen2.__main__ import main
 from ragen2.config import RunConfig, from_dict, load_config, run_ids, to_dict
 from ragen2.repro import regime_map
-from ragen2.repro.profiles import (ALGOS, PAPER_MAIN_ENVS, PROFILE_NAMES, S_PER_RUN, SLIPS, build, estimate,
-                                   in_realization_check)
+from ragen2.repro.profiles import (
+    ALGOS,
+    PAPER_MAIN_ENVS,
+    PROFILE_NAMES,
+    S_PER_RUN,
+    SLIPS,
+    build,
+    estimate,
+    in_realization_check,
+)
 from ragen2.repro.run_ids import filter_tag, fmt_value, parse_run_id, run_id
 
 PARAMS = Path(__file__).resolve().parents[2] / "params.yaml"
