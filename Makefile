@@ -60,11 +60,14 @@ test-browser: setup
 # thread: `python -m ragen2 build-warm-starts`, recorded in dvc.lock), train the stale runs on WORKERS long-lived processes
 # (one torch thread each, dearest run first: `python -m ragen2 train-runs`), record them in dvc.lock
 # (`python -m ragen2 commit-runs`: `dvc commit -f` reading dvc.yaml and dvc.lock once, where DVC re-reads both
-# per stage), then `dvc repro` runs the notebooks and claims. Each run equals what its stage's own command
-# (`python -m ragen2 train RUN_ID`) makes. An interrupted run resumes from its checkpoint; a second
-# `make repro` finds nothing to do. The realization check's runs (`--realization`: the same runs from a second
-# warm start, stages warmstart_realization and train_realization) are trained the same way, after the first's.
+# per stage), then the stages after training one by one (`dvc repro -s`: each checked on its own, not the 400 stages
+# upstream again) and the notebooks of both realizations WORKERS at a time (`python -m ragen2 run-stages`), the
+# claims last. Each run equals what its stage's own command (`python -m ragen2 train RUN_ID`) makes. An interrupted
+# run resumes from its checkpoint; a second `make repro` finds nothing to do. The realization check's runs
+# (`--realization`: the same runs from a second warm start, stages warmstart_realization and train_realization) are
+# trained the same way, after the first's. tests/test_makefile.py checks that the recipe names every stage.
 WORKERS ?= 2
+NOTEBOOK_STAGES := $(shell sed -n 's/^  \(nb_[a-z0-9_]*\):.*/\1/p' dvc.yaml)
 repro: export PATH := $(abspath $(VENV))/bin:$(PATH)
 repro: setup
 	$(PY) -m ragen2 build-warm-starts --workers $(WORKERS)
@@ -74,7 +77,9 @@ repro: setup
 	  $(PY) -m ragen2 train-runs $$which --workers $(WORKERS) --threads 1 --cache-dir data/cache $$stale && \
 	  $(PY) -m ragen2 commit-runs $$which $$stale || exit 1; \
 	done
-	dvc repro
+	dvc repro -s data warm_starts inputs inputs_realization
+	$(PY) -m ragen2 run-stages --workers $(WORKERS) $(NOTEBOOK_STAGES)
+	dvc repro -s claims
 
 # The regime map (ragen2/repro/regime_map.py, docs/method.md §7.11): a screening study with its own pipeline,
 # regime_map/dvc.yaml, run the way `make repro` runs the paper's (warm starts WORKERS at a time, the stale runs on

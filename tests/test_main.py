@@ -165,3 +165,35 @@ def test_build_warm_starts_runs_each_stale_warm_start_stage_once_and_records_it(
     assert set(yaml.safe_load((tmp_path / "sub" / "dvc.lock").read_text())["stages"]) == {
         f"warmstart@{key}" for key in yaml.safe_load((tmp_path / "sub" / "params.yaml").read_text())[
             "pipeline"]["warm_starts"]}
+
+
+def test_run_stages_runs_only_the_stale_named_stages_and_records_them(tmp_path, monkeypatch, capsys):
+    import logging
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+
+    dvc = str(Path(sys.executable).parent / "dvc")
+    # DVC's in-process logger keeps the handler an earlier test bound to that test's (now closed) captured stdout
+    monkeypatch.setattr(logging.getLogger("dvc"), "handlers", [])
+    monkeypatch.chdir(tmp_path)
+    subprocess.run([dvc, "init", "--no-scm", "-q"], check=True)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({"items": ["a", "b"]}))
+    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {
+        "one": {"cmd": "echo 1 >> one.txt", "outs": ["one.txt"]},
+        "two": {"cmd": "echo 2 >> two.txt", "outs": ["two.txt"]},
+        "each": {"foreach": "${items}", "do": {"cmd": "echo ${item} >> each_${item}.txt", "outs": ["each_${item}.txt"]}},
+        "later": {"cmd": "echo 3 >> later.txt", "outs": ["later.txt"]}}}))
+    assert main(["run-stages", "--workers", "2", "--dvc", dvc, "one", "each"]) == 0
+    assert "ran and recorded 3 stage(s)" in capsys.readouterr().out
+    assert (tmp_path / "one.txt").read_text() == "1\n"
+    assert (tmp_path / "each_a.txt").read_text() == "a\n" and (tmp_path / "each_b.txt").read_text() == "b\n"
+    assert not (tmp_path / "two.txt").exists() and not (tmp_path / "later.txt").exists()
+    assert set(yaml.safe_load((tmp_path / "dvc.lock").read_text())["stages"]) == {"one", "each@a", "each@b"}
+    assert main(["run-stages", "--dvc", dvc, "one", "each", "two"]) == 0  # only `two` is stale now
+    assert "ran and recorded 1 stage(s)" in capsys.readouterr().out
+    assert (tmp_path / "one.txt").read_text() == "1\n" and (tmp_path / "two.txt").read_text() == "2\n"
+    assert main(["run-stages", "--dvc", dvc, "nope"]) == 2
+    assert "'nope'" in capsys.readouterr().err

@@ -6,7 +6,10 @@ own, parsing ``dvc.yaml`` and the whole ``dvc.lock`` (several hundred kB of YAML
 each time: 82 stages took 14 minutes on the 2-core machine (cProfile of 10 targets: about 70 % of the time
 in that per-target collection). :func:`commit_stages` does the same steps as ``dvc commit --force``
 (``stage.save``, ``stage.commit`` under the repository lock), reads ``dvc.yaml`` and ``dvc.lock`` once for
-all targets and writes each lock file once: the 82 stages in 1.8 minutes, the lock file byte-identical.
+all targets and writes each lock file once: the 82 stages in 1.8 minutes, the lock file byte-identical. Saving a
+stage also reads its params file (``params.yaml``, about 80 kB of YAML) three times; :func:`commit_stages` parses it
+once for all of them (:func:`_params_parsed_once`): 30 runs of the CPU profile recorded in 20 s instead of 39 (17 s
+of either is reading and writing the 1.9 MB lock file once), the lock file byte-identical.
 
 The warm starts are built the same way (:func:`run_stages`): each stale ``warmstart`` stage's own command, two
 at a time on one torch thread each, then one commit; ``dvc repro`` alone would build them one after another.
@@ -16,9 +19,34 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
+
+
+@contextmanager
+def _params_parsed_once() -> Iterator[None]:
+    """While inside, DVC's params dependencies parse each params file once and get a copy of that parse on every
+    later read (the file must not change meanwhile: it does not while stages are committed)."""
+    import copy
+
+    import dvc.dependency.param as param
+
+    original = param.load_path
+    parsed: dict[tuple, object] = {}
+
+    def load_path(path, fs, **kwargs):
+        key = (id(fs), str(path), tuple(sorted(kwargs.items())))
+        if key not in parsed:
+            parsed[key] = original(path, fs, **kwargs)
+        return copy.deepcopy(parsed[key])
+
+    param.load_path = load_path
+    try:
+        yield
+    finally:
+        param.load_path = original
 
 
 def _stages(repo, targets: Sequence[str]) -> list:
@@ -60,7 +88,7 @@ def commit_stages(targets: Sequence[str], root: str | Path = ".") -> list[str]:
         raise ValueError("no stages to commit")
     repo = Repo(str(root))
     try:
-        with lock_repo(repo):
+        with lock_repo(repo), _params_parsed_once():
             stages = _stages(repo, targets)
             for stage in stages:
                 stage.save()

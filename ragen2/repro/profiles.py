@@ -30,7 +30,8 @@ experiment (docs/method.md §7.0) found necessary to see the paper's mechanisms 
   this small can partly learn (:data:`CPU_ENV_SETTINGS`), each environment from its own warm start with FrozenLake's
   recipe: Sokoban (6 x 6, one box), Countdown with two numbers, MetaMathQA at difficulty 1 with one attempt; PPO under
   no filter, Top-p and Top-k 0.25 with 4 paired seeds (FrozenLake's PPO Top-k runs too), GRPO, DAPO and Dr. GRPO under
-  no filter and Top-p with 4 paired seeds. No MI diagnostics or gradient decomposition. It also trains the one
+  no filter and Top-p with 2 paired seeds (4 did not fit the 90 minutes: docs/method.md §7.13, third amendment; the
+  issue's rule allows fewer seeds on the non-PPO rows, never fewer environments). No MI diagnostics or gradient decomposition. It also trains the one
   success-curve environment beyond the table a policy this small can learn, DeepCoder at difficulty 1 with GRPO under
   no filter, Top-p and Top-k, 2 paired seeds, first realization only (drawn, never tested).
 - ``mech`` study (C6): the regime map's confirming cell (:mod:`ragen2.repro.regime_map`, docs/method.md §7.12),
@@ -103,37 +104,49 @@ INITIAL_POLICY_DIR = WARM_START_DIR
 and dvc.yaml is the same for every profile (``initial_policy`` never writes there when steps is 0)."""
 
 S_PER_STEP: dict[str, float | dict[str, float]] = {
-    "frozenlake": {"ppo": 0.63, "grpo": 0.42, "dapo": 0.59, "dr_grpo": 0.48},
-    "sokoban": {"ppo": 0.73, "grpo": 0.62, "dapo": 0.61, "dr_grpo": 0.57},
-    "countdown": {"ppo": 0.51, "grpo": 0.38, "dapo": 0.41, "dr_grpo": 0.39},
-    "metamathqa": {"ppo": 0.41, "grpo": 0.28, "dapo": 0.35, "dr_grpo": 0.29},
-    "deepcoder": {"grpo": 1.09},
+    "frozenlake": {"ppo": 0.75, "grpo": 0.50, "dapo": 0.63, "dr_grpo": 0.55},
+    "sokoban": {"ppo": 0.85, "grpo": 0.72, "dapo": 0.73, "dr_grpo": 0.73},
+    "countdown": {"ppo": 0.57, "grpo": 0.50, "dapo": 0.55, "dr_grpo": 0.47},
+    "metamathqa": {"ppo": 0.52, "grpo": 0.45, "dapo": 0.50, "dr_grpo": 0.45},
+    "deepcoder": {"grpo": 0.73},
 }
 """Measured seconds per RL step with the CPU profile's settings (single turn, 8 x 8 rollouts of <= 64 tokens,
 validation on 64 seeds every 10 steps; in the main, mechanism and sweep studies MI every 10 steps and the gradient
 decomposition in PPO/GRPO, not in the testbed), per environment and algorithm: each run's
 ``timings_s.total_elapsed`` (which includes its step-0 validation and checkpoints) summed over its (env,
-algorithm) runs and divided by their steps, over the 136 runs of the second realization of a fresh clone's ``make
-repro`` on 2026-12-02 (two worker processes, one torch thread each; the testbed's non-PPO rows had one seed then,
-the same filter mix as now). Each number averages the filters its runs use: Top-p and Top-k runs update on fewer
-groups (FrozenLake's PPO mixes the main study's runs with MI and gradient analysis and the testbed's cheaper Top-k
-runs; FrozenLake's GRPO the 30-step runs with the mechanism study's 150-step ones, and the slip-100 % Top-p runs
-whose updates are all empty). DeepCoder's GRPO rate (the testbed's success-curve runs) comes from a 5-step cost
-probe on 2026-12-03 without a filter (``total_elapsed`` over its steps, its two validations included), so it errs
-high. Re-measure them when the trainer's cost changes, or :func:`estimate` drifts from the pipeline's real time."""
-S_PER_RUN = 1.6
-"""Fixed cost per run outside its own timer (handing the run to a worker, reading params), measured: 82 runs on
-two workers took 1.6 s per run more than the sum of their ``total_elapsed``. A process per run costs 7.0 s
-(mostly importing torch and transformers), which is why :mod:`ragen2.repro.runqueue` keeps its workers."""
-S_PER_WARM_START_STEP = 0.2
-"""Measured: the CPU profile's ten warm starts (both realizations of FrozenLake's 600- and 1500-step ones and of the
-testbed's three 600-step ones; corpus building, model loading and greedy evaluation included) took 12.9 minutes for
-their 7,800 SFT steps on two workers of one torch thread each (``make repro``'s ``build-warm-starts``), in a fresh
-clone on 2026-12-02 with a test beside it: 0.2 s per SFT step and worker."""
+algorithm) runs and divided by their steps, over the 386 runs of both realizations of a fresh clone's ``make repro``
+on 2026-12-03 (two worker processes, one torch thread each; the testbed's non-PPO rows had four seeds then, the same
+filter mix as now). The two realizations' phases took as long as their runs' summed ``total_elapsed`` over two
+workers (33.7 and 34.2 minutes), so a run's fixed cost outside its timer is within these rates. They are 10-60 %
+above the rates the same code measured a day earlier on this machine kind: the CPU behind it varies. Each number
+averages the filters its runs use: Top-p and Top-k runs update on fewer groups (FrozenLake's PPO mixes the main
+study's runs with MI and gradient analysis and the testbed's cheaper Top-k runs; FrozenLake's GRPO the 30-step runs
+with the mechanism study's 150-step ones, and the slip-100 % Top-p runs whose updates are all empty). Re-measure them
+when the trainer's cost changes, or :func:`estimate` drifts from the pipeline's real time."""
+S_PER_COMMITTED_RUN = 0.1
+"""Seconds per run to record it in ``dvc.lock`` (``commit-runs``: hashing its files, copying them into DVC's cache),
+on one process, measured on 2026-12-03: 30 runs in 20 s, of which 17 s are reading and writing the lock file once
+(in :data:`S_PIPELINE_FIXED`). Handing a run to a worker is inside :data:`S_PER_STEP` (the realizations' phases took
+as long as their runs' summed timers over two workers); a process per run would cost 7.0 s more, mostly importing
+torch and transformers, which is why :mod:`ragen2.repro.runqueue` keeps its workers."""
+S_PIPELINE_FIXED = 270.0
+"""Seconds of ``make repro`` outside training, warm starts, notebooks and the per-run commits, estimated from their
+parts measured on 2026-12-03 with 380 runs in ``dvc.lock``: four writes of the lock (warm starts, each realization's
+runs, the notebooks; about 17 s each), the ``dvc status`` of the warm-start, train and notebook stages before each
+phase (seconds while outputs are missing, about a minute for 190 existing runs), ``dvc repro`` of the warm starts
+(a check) and ``dvc repro -s`` of the stages between training and the notebooks (hashing every run for the input
+manifests) and of the claims."""
+S_PER_WARM_START_STEP = 0.22
+"""Measured: the CPU profile's eleven warm starts (both realizations of FrozenLake's 600- and 1500-step ones and of the
+testbed's three 600-step ones, and DeepCoder's; corpus building, model loading and greedy evaluation included) took
+15.4 minutes for their 8,400 SFT steps on two workers of one torch thread each (``make repro``'s
+``build-warm-starts``), in a fresh clone on 2026-12-03: 0.22 s per SFT step and worker."""
 S_PER_NOTEBOOK = 40.0
-"""Seconds per executed notebook (kernel start, imports, the prompt-level rollouts of notebooks 04/07): the eight
-notebooks, the realization check's seven and the claims stage took 10.1 minutes in a fresh clone's ``make repro``
-on 2026-12-02, about 40 s a notebook (notebook 04 with its prompt tables: about a minute)."""
+"""Seconds per executed notebook on one worker (kernel start, imports, the prompt-level rollouts of notebooks 04/07):
+the eight notebooks, the realization check's seven and the claims stage took 10.1 minutes one after another in a
+fresh clone's ``make repro`` on 2026-12-02, about 40 s a notebook (notebook 04 with its prompt tables: about a
+minute). ``make repro`` runs the notebooks ``WORKERS`` at a time (``python -m ragen2 run-stages``), the claims
+stage after them."""
 WORKERS = 2
 """Parallel training processes (one per core)."""
 NO_CLAIM_NOTEBOOKS = ("01_template_collapse",)
@@ -372,7 +385,7 @@ SIZES = {
                  main_include_zero=False, reuse_main=True, slips=(0.0, 0.02, 0.2, 1.0), slip_seeds=4,
                  sweep_env="frozenlake", ent_values=(0.0, 0.05), kl_values=(0.01, 0.1), topp_values=(0.6,),
                  sweep_seeds=2, mech_entropy=0.03, mech_warm_start_steps=1500, mech_topk=True,
-                 testbed_envs=("sokoban", "countdown", "metamathqa"), testbed_seeds=4, testbed_other_seeds=4,
+                 testbed_envs=("sokoban", "countdown", "metamathqa"), testbed_seeds=4, testbed_other_seeds=2,
                  testbed_curve_envs=(("deepcoder", "grpo"),), testbed_curve_seeds=2),
     "smoke": Sizes(steps=2, main_envs=("frozenlake",), main_algos=("ppo", "grpo"), main_seeds=2, topk=True,
                    mech_steps=2, mech_seeds=2, control_seeds=1, aux_steps=2, aux_algo="grpo", mech_algo="grpo",
@@ -601,7 +614,9 @@ def assemble(name: str, base: dict[str, Any], sizes: Sizes, algo_settings: dict[
 @dataclass(frozen=True)
 class Estimate:
     """The first realization's cost (``runs`` ... ``notebooks_s``) and the second's (``realization_*``: the
-    realization check's runs, its own warm starts, its notebooks and the claims stage)."""
+    realization check's runs, its own warm starts, its notebooks and the claims stage). ``*_train_s``,
+    ``*_warm_start_s`` and ``*_notebooks_s`` are work shared over the workers; ``*_commit_s`` (recording the runs
+    in ``dvc.lock``) and ``fixed_s`` run on one process."""
 
     runs: int
     train_steps: int
@@ -610,27 +625,33 @@ class Estimate:
     warm_start_s: float
     notebooks_s: float
     workers: int
+    commit_s: float = 0.0
     realization_runs: int = 0
     realization_train_s: float = 0.0
     realization_warm_start_s: float = 0.0
     realization_notebooks_s: float = 0.0
+    realization_commit_s: float = 0.0
+    claims_s: float = 0.0
+    fixed_s: float = 0.0
 
     @property
     def total_s(self) -> float:
-        """Wall-clock estimate of the first realization: the warm starts (before any run) and then training shared
-        over the workers, one torch thread each, and the notebooks one after another."""
-        return (self.train_s + self.warm_start_s) / self.workers + self.notebooks_s
+        """Wall-clock estimate of the first realization: the warm starts (before any run), then training, both shared
+        over the workers (one torch thread each), recording the runs, and the notebooks, also shared."""
+        return (self.train_s + self.warm_start_s + self.notebooks_s) / self.workers + self.commit_s
 
     @property
     def pipeline_s(self) -> float:
-        """Wall-clock estimate of the whole pipeline (``make repro`` after ``make setup``): both realizations."""
-        return self.total_s + ((self.realization_train_s + self.realization_warm_start_s) / self.workers
-                               + self.realization_notebooks_s)
+        """Wall-clock estimate of the whole pipeline (``make repro`` after ``make setup``): both realizations, the
+        claims stage and the fixed DVC bookkeeping."""
+        second = self.realization_train_s + self.realization_warm_start_s + self.realization_notebooks_s
+        return self.total_s + second / self.workers + self.realization_commit_s + self.claims_s + self.fixed_s
 
     def summary(self) -> str:
         return (f"{self.runs} runs, {self.train_steps} RL steps ({self.train_s / 60:.1f} CPU-min), "
                 f"{self.warm_starts} warm starts ({self.warm_start_s / 60:.1f} CPU-min), notebooks "
-                f"{self.notebooks_s / 60:.1f} min; on {self.workers} workers about {self.total_s / 60:.0f} min wall; "
+                f"{self.notebooks_s / 60:.1f} CPU-min, recording the runs {self.commit_s / 60:.1f} min; on "
+                f"{self.workers} workers about {self.total_s / 60:.0f} min wall; "
                 f"with the realization check ({self.realization_runs} runs again) about "
                 f"{self.pipeline_s / 60:.0f} min")
 
@@ -657,27 +678,31 @@ def estimate(profile: Profile, s_per_step: dict[str, float] | None = None,
              s_per_notebook: float = S_PER_NOTEBOOK) -> Estimate:
     """Estimated wall time of the profile's pipeline from measured per-step costs.
 
-    Each run costs :data:`S_PER_RUN` plus ``steps * s_per_step[env]`` (or ``s_per_step[env][algo]``); each
-    distinct warm start ``warm_start.steps * s_per_warm_start_step``. Notebooks run one after another
-    after training. The second realization re-trains the runs :func:`in_realization_check` keeps (at the first's
-    rates), builds its own warm starts and runs the claim notebooks and the claims stage.
+    Each run costs ``steps * s_per_step[env]`` (or ``s_per_step[env][algo]``) on a worker and
+    :data:`S_PER_COMMITTED_RUN` to record; each distinct warm start ``warm_start.steps * s_per_warm_start_step``.
+    The notebooks run on the workers after training, the claims stage after them. The second realization
+    re-trains the runs :func:`in_realization_check` keeps (at the first's rates), builds its own warm starts and runs
+    the claim notebooks. :data:`S_PIPELINE_FIXED` covers DVC's checks.
     """
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers!r}")
-    train_s, steps, second_s = S_PER_RUN * len(profile.runs), 0, 0.0
+    train_s, steps, second_s = 0.0, 0, 0.0
     second = profile.realization()
     for rid in profile.runs:
         cfg = profile.config(rid)
         steps += cfg.trainer.steps
         train_s += run_seconds(cfg, s_per_step)
         if rid in second["train"]:
-            second_s += S_PER_RUN + run_seconds(cfg, s_per_step)
+            second_s += run_seconds(cfg, s_per_step)
     ws = profile.warm_starts()
     ws_s = sum(profile.config(w["run"]).warm_start.steps * s_per_warm_start_step for w in ws.values())
     second_ws_s = sum(profile.config(w["run"]).warm_start.steps * s_per_warm_start_step
                       for w in second["warm_starts"].values())
     return Estimate(runs=len(profile.runs), train_steps=steps, warm_starts=len(ws), train_s=train_s,
                     warm_start_s=ws_s, notebooks_s=s_per_notebook * len(profile.notebooks), workers=workers,
+                    commit_s=S_PER_COMMITTED_RUN * len(profile.runs),
                     realization_runs=len(second["train"]), realization_train_s=second_s,
                     realization_warm_start_s=second_ws_s,
-                    realization_notebooks_s=s_per_notebook * (len(second["notebooks"]) + 1))
+                    realization_notebooks_s=s_per_notebook * len(second["notebooks"]),
+                    realization_commit_s=S_PER_COMMITTED_RUN * len(second["train"]), claims_s=s_per_notebook,
+                    fixed_s=S_PIPELINE_FIXED)
