@@ -65,11 +65,13 @@ test-browser: setup
 # claims last. Each run equals what its stage's own command (`python -m ragen2 train RUN_ID`) makes. An interrupted
 # run resumes from its checkpoint; a second `make repro` finds nothing to do. The realization check's runs
 # (`--realization`: the same runs from a second warm start, stages warmstart_realization and train_realization) are
-# trained the same way, after the first's. tests/test_makefile.py checks that the recipe names every stage.
+# trained the same way, after the first's. First, `python -m ragen2 prune-lock` drops the lock entries of stages a
+# shrunken grid no longer defines. tests/test_makefile.py checks that the recipe names every stage.
 WORKERS ?= 2
 NOTEBOOK_STAGES := $(shell sed -n 's/^  \(nb_[a-z0-9_]*\):.*/\1/p' dvc.yaml)
 repro: export PATH := $(abspath $(VENV))/bin:$(PATH)
 repro: setup
+	$(PY) -m ragen2 prune-lock
 	$(PY) -m ragen2 build-warm-starts --workers $(WORKERS)
 	dvc repro warmstart warmstart_realization
 	for which in "" --realization; do \
@@ -86,6 +88,7 @@ repro: setup
 # WORKERS processes, then its notebook stage, 09_regime_map). Its measured time: README Status.
 regime-map: export PATH := $(abspath $(VENV))/bin:$(PATH)
 regime-map: setup
+	$(PY) -m ragen2 prune-lock --dvc-file regime_map/dvc.yaml
 	$(PY) -m ragen2 build-warm-starts --params regime_map/params.yaml --dvc-file regime_map/dvc.yaml --workers $(WORKERS)
 	dvc repro regime_map/dvc.yaml:warmstart
 	stale="$$($(PY) -m ragen2 stale-runs --params regime_map/params.yaml --dvc-file regime_map/dvc.yaml)" || exit 1; \

@@ -32,6 +32,8 @@ Commands:
   with one write of the lock file; :mod:`ragen2.repro.dvcstages`).
 - ``build-warm-starts [--workers 2]``: run the stale ``warmstart`` and ``warmstart_realization`` stages' own
   commands on parallel workers (longest SFT first), then record them in ``dvc.lock``.
+- ``prune-lock``: drop ``dvc.lock`` entries of stages the pipeline no longer defines (a grid that shrank) and the
+  ``.gitignore`` lines of their outputs (:func:`ragen2.repro.dvcstages.prune_lock`).
 - ``run-stages STAGE ... [--workers 2]``: the same for the stale ones of any named stages that do not depend on each
   other (``make repro``: the notebooks of both realizations, two at a time).
 
@@ -497,6 +499,21 @@ def _add_run_stages(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_run_stages)
 
 
+def _cmd_prune_lock(args: argparse.Namespace) -> int:
+    from ragen2.repro.dvcstages import prune_lock
+
+    dropped = prune_lock(args.dvc_file)
+    print(f"dropped {len(dropped)} lock entr{'y' if len(dropped) == 1 else 'ies'} of stages {args.dvc_file} no longer "
+          "defines")
+    return 0
+
+
+def _add_prune_lock(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("prune-lock", help="drop dvc.lock entries (and their .gitignore lines) of stages the pipeline "
+                       "no longer defines", parents=_with("dvc_file"))
+    p.set_defaults(func=_cmd_prune_lock)
+
+
 def _cmd_commit_runs(args: argparse.Namespace) -> int:
     from ragen2.repro.dvcstages import commit_stages
 
@@ -517,7 +534,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ragen2", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (_add_train, _add_train_runs, _add_grad_analysis, _add_audit, _add_profile, _add_warmstart, _add_claims,
-                _add_evaluate, _add_gains, _add_stale_runs, _add_commit_runs, _add_build_warm_starts, _add_run_stages):
+                _add_evaluate, _add_gains, _add_stale_runs, _add_commit_runs, _add_build_warm_starts, _add_run_stages,
+                _add_prune_lock):
         add(sub)
     return parser
 

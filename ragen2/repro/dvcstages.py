@@ -17,6 +17,7 @@ at a time on one torch thread each, then one commit; ``dvc repro`` alone would b
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -152,3 +153,58 @@ def run_stages(targets: Sequence[str], *, workers: int = 2, root: str | Path = "
     if done:
         commit_stages(done, root=root)
     return done, failed
+
+
+def _outs(entries: dict, names, dvc_file: Path) -> set[Path]:
+    """The output paths that lock ``entries`` record for ``names``, each resolved from its stage's ``wdir``."""
+    import yaml
+
+    declared = (yaml.safe_load(dvc_file.read_text()) or {}).get("stages") or {}
+    paths = set()
+    for name in names:
+        definition = declared.get(name.partition("@")[0]) or {}
+        wdir = dvc_file.parent / str((definition.get("do") or definition).get("wdir", "."))
+        paths |= {Path(os.path.normpath(wdir / out["path"])) for out in entries[name].get("outs", [])}
+    return paths
+
+
+def prune_lock(dvc_file: str = "dvc.yaml", root: str | Path = ".") -> list[str]:
+    """Drop the lock entries of stages ``dvc_file`` no longer defines (a grid that shrank: its runs' ``train@`` items
+    stay in ``dvc.lock`` otherwise, since DVC only adds and updates entries), and the ``.gitignore`` lines DVC wrote
+    for those stages' outputs, unless a remaining stage writes the same path. Nothing in the workspace or the cache is
+    deleted.
+
+    Returns:
+        The names of the dropped entries, in lock order.
+    """
+    from dvc.dvcfile import load_file
+    from dvc.repo import Repo, lock_repo
+    from dvc.utils.serialize import modify_yaml
+
+    from ragen2.fileio import write_text_atomic
+
+    root = Path(root)
+    lock = root / Path(dvc_file).with_suffix(".lock")
+    if not lock.exists():
+        return []
+    repo = Repo(str(root))
+    try:
+        with lock_repo(repo):
+            defined = set(load_file(repo, dvc_file).stages)
+            with modify_yaml(str(lock), fs=repo.fs) as data:
+                entries = data.get("stages") or {}
+                dropped = [name for name in entries if name not in defined]
+                gone = _outs(entries, dropped, root / dvc_file)
+                kept = _outs(entries, [name for name in entries if name in defined], root / dvc_file)
+                for name in dropped:
+                    del entries[name]
+    finally:
+        repo.close()
+    for out in sorted(gone - kept):  # DVC's line for an output: "/<name>" in the .gitignore beside it
+        ignore = out.parent / ".gitignore"
+        if ignore.exists():
+            lines = ignore.read_text().splitlines(keepends=True)
+            left = [line for line in lines if line.rstrip("\n") != f"/{out.name}"]
+            if left != lines:
+                write_text_atomic(ignore, "".join(left))
+    return dropped

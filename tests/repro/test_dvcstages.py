@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ragen2.repro.dvcstages import commit_stages, run_stages, stage_commands
+from ragen2.repro.dvcstages import commit_stages, prune_lock, run_stages, stage_commands
 
 DVC = [sys.executable, "-m", "dvc"]
 
@@ -93,3 +93,34 @@ def test_stages_of_another_pipeline_file_run_in_their_wdir_and_are_recorded_in_i
     assert not (repo / "dvc.lock").exists()
     with pytest.raises(ValueError, match="'nope' in sub/dvc.yaml"):
         stage_commands(["sub/dvc.yaml:nope"], root=repo)
+
+
+def test_prune_lock_drops_the_entries_of_stages_no_longer_defined_and_their_gitignore_lines(repo):
+    run_stages(["train@a", "train@b", "train@c"], root=repo)
+    (repo / "out" / ".gitignore").write_text("/a\n/b\n/c\n/mine\n")  # DVC's lines, and one of the user's
+    lock_before = (repo / "dvc.lock").read_text()
+    assert prune_lock(root=repo) == []  # nothing to drop: the lock is untouched
+    assert (repo / "dvc.lock").read_text() == lock_before
+    (repo / "params.yaml").write_text(yaml.safe_dump({"runs": {"a": {"x": 1}, "b": {"x": 2}}}))  # the grid shrank
+    assert prune_lock(root=repo) == ["train@c"]
+    lock = yaml.safe_load((repo / "dvc.lock").read_text())
+    assert set(lock["stages"]) == {"train@a", "train@b"}
+    assert lock["stages"]["train@a"] == yaml.safe_load(lock_before)["stages"]["train@a"]
+    assert (repo / "out" / ".gitignore").read_text() == "/a\n/b\n/mine\n"
+    assert (repo / "out" / "c" / "v.txt").exists()  # nothing in the workspace is deleted
+    assert "up to date" in dvc(repo, "status").stdout
+
+
+def test_prune_lock_resolves_outputs_from_the_stage_wdir_in_another_pipeline_file(repo):
+    (repo / "sub").mkdir()
+    (repo / "sub" / "params.yaml").write_text(yaml.safe_dump({"runs": {"d": {"x": 4}, "e": {"x": 5}}}))
+    (repo / "sub" / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"train": {"foreach": "${runs}", "do": {
+        "wdir": "..", "cmd": "mkdir -p out/${key} && echo ${item.x} > out/${key}/v.txt",
+        "params": [{"sub/params.yaml": ["runs.${key}"]}], "outs": ["out/${key}"]}}}}))
+    run_stages(["sub/dvc.yaml:train@d", "sub/dvc.yaml:train@e"], root=repo)
+    (repo / "out" / ".gitignore").write_text("/d\n/e\n")
+    (repo / "sub" / "params.yaml").write_text(yaml.safe_dump({"runs": {"d": {"x": 4}}}))
+    assert prune_lock("sub/dvc.yaml", root=repo) == ["train@e"]
+    assert set(yaml.safe_load((repo / "sub" / "dvc.lock").read_text())["stages"]) == {"train@d"}
+    assert (repo / "out" / ".gitignore").read_text() == "/d\n"
+    assert prune_lock(root=repo) == []  # the main pipeline has no lock yet
