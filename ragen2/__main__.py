@@ -435,11 +435,9 @@ def _cmd_build_warm_starts(args: argparse.Namespace) -> int:
     from ragen2.repro.realization import read_realization
 
     prefix = _addressed(args.dvc_file, "")
-    status = _dvc_status(args.dvc, [prefix + name for name in _file_stages(args.dvc_file) if name in WARM_START_STAGES])
-    if isinstance(status, int):
-        return status
-    stale = [name for name in status
-             if name.startswith(prefix) and name.removeprefix(prefix).partition("@")[0] in WARM_START_STAGES]
+    stale = _stale_stages(args.dvc, args.dvc_file, [n for n in _file_stages(args.dvc_file) if n in WARM_START_STAGES])
+    if isinstance(stale, int):
+        return stale
     pipeline = read_params(args.params).get("pipeline") or {}
 
     def sft_steps(stage: str) -> float:
@@ -472,6 +470,14 @@ def _file_stages(dvc_file: str) -> list[str]:
     return list((yaml.safe_load(Path(dvc_file).read_text()) or {}).get("stages") or {})
 
 
+def _stale_stages(dvc: str, dvc_file: str, names: list[str]) -> list[str] | int:
+    """The stale items of the named stages of ``dvc_file`` as DVC addresses them (``dvc status`` of those stages
+    only), or dvc's exit code when it fails."""
+    prefix = _addressed(dvc_file, "")
+    status = _dvc_status(dvc, [prefix + name for name in names])
+    return status if isinstance(status, int) else [name for name in status if name.startswith(prefix)]
+
+
 def _cmd_run_stages(args: argparse.Namespace) -> int:
     from ragen2.repro.dvcstages import run_stages
 
@@ -479,11 +485,9 @@ def _cmd_run_stages(args: argparse.Namespace) -> int:
     for name in args.stages:
         if name not in known:
             raise UserError(f"stages: {name!r} is not a stage of {args.dvc_file} (have {', '.join(known)})")
-    prefix = _addressed(args.dvc_file, "")
-    status = _dvc_status(args.dvc, [prefix + name for name in args.stages])
-    if isinstance(status, int):
-        return status
-    stale = [name for name in status if name.startswith(prefix)]
+    stale = _stale_stages(args.dvc, args.dvc_file, args.stages)
+    if isinstance(stale, int):
+        return stale
     done, failed = run_stages(stale, workers=args.workers)
     print(f"ran and recorded {len(done)} stage(s)" + (f"; failed: {' '.join(failed)}" if failed else ""))
     return 1 if failed else 0
