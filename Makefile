@@ -22,7 +22,7 @@ export TRL_EXPERIMENTAL_SILENCE := 1
 export TOKENIZERS_PARALLELISM := false
 export MPLBACKEND := Agg
 
-.PHONY: setup test test-slow test-browser repro regime-map lint bench clean-venv params smoke dry-run-paper lock
+.PHONY: setup test test-slow test-browser repro regime-map curves lint bench clean-venv params smoke dry-run-paper lock
 
 setup: $(VENV)/.installed
 
@@ -97,6 +97,21 @@ regime-map: setup
 	    --cache-dir data/regime_map/cache $$stale && \
 	  $(PY) -m ragen2 commit-runs --dvc-file regime_map/dvc.yaml $$stale || exit 1; fi
 	dvc repro regime_map/dvc.yaml
+
+# The paper's success curves on SearchQA and WebShop (ragen2/repro/multiturn_curves.py, docs/method.md §7.14): a
+# pipeline of its own, curves/dvc.yaml, run the way `make regime-map` runs the map's (warm starts WORKERS at a time,
+# the stale runs on WORKERS processes, then its notebook stage, 10_multiturn_curves). Its measured time: README Status.
+curves: export PATH := $(abspath $(VENV))/bin:$(PATH)
+curves: setup
+	$(PY) -m ragen2 prune-lock --dvc-file curves/dvc.yaml
+	$(PY) -m ragen2 build-warm-starts --params curves/params.yaml --dvc-file curves/dvc.yaml --workers $(WORKERS)
+	dvc repro curves/dvc.yaml:warmstart
+	stale="$$($(PY) -m ragen2 stale-runs --params curves/params.yaml --dvc-file curves/dvc.yaml)" || exit 1; \
+	if [ -n "$$stale" ]; then \
+	  $(PY) -m ragen2 train-runs --params curves/params.yaml --workers $(WORKERS) --threads 1 \
+	    --cache-dir data/curves/cache $$stale && \
+	  $(PY) -m ragen2 commit-runs --dvc-file curves/dvc.yaml $$stale || exit 1; fi
+	dvc repro curves/dvc.yaml
 
 # params.yaml is generated: edit ragen2/repro/profiles.py, then `make params` (tests check there is no drift).
 params: setup

@@ -208,12 +208,15 @@ def _add_audit(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_profile(args: argparse.Namespace) -> int:
-    from ragen2.repro import regime_map
+    from ragen2.repro import multiturn_curves, regime_map
     from ragen2.repro.profiles import build, estimate
 
     if args.name.startswith("regime_map"):
         profile = regime_map.build(smoke=args.name.endswith("smoke"))
         text = regime_map.params_yaml(profile)
+    elif args.name.startswith("curves"):
+        profile = multiturn_curves.build(smoke=args.name.endswith("smoke"))
+        text = multiturn_curves.params_yaml(profile)
     else:
         profile = build(args.name)
         text = profile.yaml()
@@ -233,8 +236,10 @@ def _cmd_profile(args: argparse.Namespace) -> int:
 
 def _add_profile(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("profile", help="print or write params.yaml from an experiment profile")
-    p.add_argument("name", choices=("cpu", "smoke", "paper", "regime_map", "regime_map_smoke"),
-                   help="the profile (ragen2.repro.profiles; regime_map*: ragen2.repro.regime_map's own pipeline)")
+    p.add_argument("name", choices=("cpu", "smoke", "paper", "regime_map", "regime_map_smoke", "curves",
+                                    "curves_smoke"),
+                   help="the profile (ragen2.repro.profiles; regime_map*: ragen2.repro.regime_map's own pipeline; "
+                        "curves*: ragen2.repro.multiturn_curves's own pipeline)")
     p.add_argument("--write", default=None, metavar="PATH", help="write the params file here instead of printing")
     p.add_argument("--estimate", action="store_true", help="print the wall-time estimate of the profile's grid")
     p.set_defaults(func=_cmd_profile)
@@ -431,11 +436,12 @@ WARM_START_STAGES = ("warmstart", "warmstart_realization")
 
 def _cmd_build_warm_starts(args: argparse.Namespace) -> int:
     from ragen2.config import load_config, read_params
-    from ragen2.repro.dvcstages import run_stages
+    from ragen2.repro.dvcstages import declared_stages, run_stages
     from ragen2.repro.realization import read_realization
 
     prefix = _addressed(args.dvc_file, "")
-    stale = _stale_stages(args.dvc, args.dvc_file, [n for n in _file_stages(args.dvc_file) if n in WARM_START_STAGES])
+    names = [n for n in declared_stages(args.dvc_file) if n in WARM_START_STAGES]
+    stale = _stale_stages(args.dvc, args.dvc_file, names)
     if isinstance(stale, int):
         return stale
     pipeline = read_params(args.params).get("pipeline") or {}
@@ -463,13 +469,6 @@ def _add_build_warm_starts(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_build_warm_starts)
 
 
-def _file_stages(dvc_file: str) -> list[str]:
-    """The stage names a pipeline file declares (a ``foreach`` group by its own name), in file order."""
-    import yaml
-
-    return list((yaml.safe_load(Path(dvc_file).read_text()) or {}).get("stages") or {})
-
-
 def _stale_stages(dvc: str, dvc_file: str, names: list[str]) -> list[str] | int:
     """The stale items of the named stages of ``dvc_file`` as DVC addresses them (``dvc status`` of those stages
     only), or dvc's exit code when it fails."""
@@ -479,9 +478,9 @@ def _stale_stages(dvc: str, dvc_file: str, names: list[str]) -> list[str] | int:
 
 
 def _cmd_run_stages(args: argparse.Namespace) -> int:
-    from ragen2.repro.dvcstages import run_stages
+    from ragen2.repro.dvcstages import declared_stages, run_stages
 
-    known = _file_stages(args.dvc_file)
+    known = list(declared_stages(args.dvc_file))
     for name in args.stages:
         if name not in known:
             raise UserError(f"stages: {name!r} is not a stage of {args.dvc_file} (have {', '.join(known)})")

@@ -118,6 +118,15 @@ def test_profile_writes_the_regime_map_params(tmp_path, capsys):
     assert f"{len(regime_map.build().runs)} runs" in capsys.readouterr().out
 
 
+def test_profile_writes_the_multiturn_curves_params(tmp_path, capsys):
+    from ragen2.repro import multiturn_curves
+
+    out = tmp_path / "params.yaml"
+    assert main(["profile", "curves_smoke", "--write", str(out)]) == 0
+    assert out.read_text() == multiturn_curves.params_yaml(multiturn_curves.build(smoke=True))
+    assert f"{len(multiturn_curves.build(smoke=True).runs)} runs" in capsys.readouterr().out
+
+
 def test_the_library_raises_config_errors_the_cli_turns_into_one_line(tmp_path):
     with pytest.raises(ConfigError, match="'nope'"):
         load_config("nope", params_path=_params(tmp_path))

@@ -155,11 +155,17 @@ def run_stages(targets: Sequence[str], *, workers: int = 2, root: str | Path = "
     return done, failed
 
 
-def _outs(entries: dict, names, dvc_file: Path) -> set[Path]:
-    """The output paths that lock ``entries`` record for ``names``, each resolved from its stage's ``wdir``."""
+def declared_stages(dvc_file: str | Path) -> dict[str, dict]:
+    """The stage definitions a pipeline file declares, as written (a ``foreach`` group under its own name), in file
+    order."""
     import yaml
 
-    declared = (yaml.safe_load(dvc_file.read_text()) or {}).get("stages") or {}
+    return (yaml.safe_load(Path(dvc_file).read_text()) or {}).get("stages") or {}
+
+
+def _outs(entries: dict, names, dvc_file: Path, declared: dict[str, dict]) -> set[Path]:
+    """The output paths that lock ``entries`` record for ``names``, each resolved from its stage's ``wdir`` in
+    ``declared`` (:func:`declared_stages` of ``dvc_file``)."""
     paths = set()
     for name in names:
         definition = declared.get(name.partition("@")[0]) or {}
@@ -194,8 +200,9 @@ def prune_lock(dvc_file: str = "dvc.yaml", root: str | Path = ".") -> list[str]:
             with modify_yaml(str(lock), fs=repo.fs) as data:
                 entries = data.get("stages") or {}
                 dropped = [name for name in entries if name not in defined]
-                gone = _outs(entries, dropped, root / dvc_file)
-                kept = _outs(entries, [name for name in entries if name in defined], root / dvc_file)
+                declared = declared_stages(root / dvc_file)
+                gone = _outs(entries, dropped, root / dvc_file, declared)
+                kept = _outs(entries, [name for name in entries if name in defined], root / dvc_file, declared)
                 for name in dropped:
                     del entries[name]
     finally:

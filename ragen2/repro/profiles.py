@@ -30,10 +30,11 @@ experiment (docs/method.md §7.0) found necessary to see the paper's mechanisms 
   this small can partly learn (:data:`CPU_ENV_SETTINGS`), each environment from its own warm start with FrozenLake's
   recipe: Sokoban (6 x 6, one box), Countdown with two numbers, MetaMathQA at difficulty 1 with one attempt; PPO under
   no filter, Top-p and Top-k 0.25 with 4 paired seeds (FrozenLake's PPO Top-k runs too), GRPO, DAPO and Dr. GRPO under
-  no filter and Top-p with 2 paired seeds (4 did not fit the 90 minutes: docs/method.md §7.13, third amendment; the
-  issue's rule allows fewer seeds on the non-PPO rows, never fewer environments). No MI diagnostics or gradient decomposition. It also trains the one
-  success-curve environment beyond the table a policy this small can learn, DeepCoder at difficulty 1 with GRPO under
-  no filter, Top-p and Top-k, 2 paired seeds, first realization only (drawn, never tested).
+  no filter and Top-p with 2 paired seeds (4 did not fit the 90 minutes: docs/method.md §7.13, third amendment, which
+  cuts seeds on the non-PPO rows rather than any environment). No MI diagnostics or gradient decomposition. It also
+  trains the one success-curve environment beyond the table a policy this small can learn, DeepCoder at difficulty 1
+  with GRPO under no filter, Top-p and Top-k, 2 paired seeds, first realization only (drawn, never tested); SearchQA's
+  and WebShop's curves have a pipeline of their own (:mod:`ragen2.repro.multiturn_curves`).
 - ``mech`` study (C6): the regime map's confirming cell (:mod:`ragen2.repro.regime_map`, docs/method.md §7.12),
   where template collapse appears at this scale: FrozenLake GRPO from its own warm start (1500 SFT steps), an entropy
   bonus of 0.03 on the reasoning tokens (``trainer.entropy_scope: reasoning``), no KL, 150 steps, 4 paired seeds,
@@ -131,11 +132,11 @@ as long as their runs' summed timers over two workers); a process per run would 
 torch and transformers, which is why :mod:`ragen2.repro.runqueue` keeps its workers."""
 S_PIPELINE_FIXED = 270.0
 """Seconds of ``make repro`` outside training, warm starts, notebooks and the per-run commits, estimated from their
-parts measured on 2026-12-03 with 380 runs in ``dvc.lock``: four writes of the lock (warm starts, each realization's
-runs, the notebooks; about 17 s each), the ``dvc status`` of the warm-start, train and notebook stages before each
-phase (seconds while outputs are missing, about a minute for 190 existing runs), ``dvc repro`` of the warm starts
-(a check) and ``dvc repro -s`` of the stages between training and the notebooks (hashing every run for the input
-manifests) and of the claims."""
+parts measured on 2026-12-03 on a ``dvc.lock`` of 380 runs (the grid has 314 now, so it errs high): four writes of
+the lock (warm starts, each realization's runs, the notebooks; about 17 s each), the ``dvc status`` of the warm-start,
+train and notebook stages before each phase (seconds while outputs are missing, about a minute for 190 existing
+runs), ``dvc repro`` of the warm starts (a check) and ``dvc repro -s`` of the stages between training and the
+notebooks (hashing every run for the input manifests) and of the claims."""
 S_PER_WARM_START_STEP = 0.22
 """Measured: the CPU profile's eleven warm starts (both realizations of FrozenLake's 600- and 1500-step ones and of the
 testbed's three 600-step ones, and DeepCoder's; corpus building, model loading and greedy evaluation included) took

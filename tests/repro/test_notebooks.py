@@ -13,17 +13,20 @@ REPO = Path(__file__).resolve().parents[2]
 ALL_NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 EXPECTED = ["01_template_collapse", "02_snr_mechanism", "03_main_results", "04_rv_quartiles", "05_stochasticity",
             "06_diagnostics", "07_training_dynamics", "08_interventions"]
-"""The paper's notebooks, executed by dvc.yaml; 09_regime_map has a pipeline of its own (regime_map/dvc.yaml)."""
+"""The paper's notebooks, executed by dvc.yaml; 09_regime_map and 10_multiturn_curves have pipelines of their own
+(regime_map/dvc.yaml, curves/dvc.yaml)."""
 NOTEBOOKS = [p for p in ALL_NOTEBOOKS if p.stem in EXPECTED]
-CACHE_READERS = {"01_template_collapse", "03_main_results", "04_rv_quartiles", "07_training_dynamics", "09_regime_map"}
-"""Notebooks that read the warm-start cache (they take a ``cache_dir`` parameter): 03 tabulates the warm
+CACHE_READERS = {"01_template_collapse", "03_main_results", "04_rv_quartiles", "07_training_dynamics", "09_regime_map",
+                 "10_multiturn_curves"}
+"""Notebooks that read the warm-start cache (they take a ``cache_dir`` parameter): 03 and 10 tabulate the warm
 starts, 01, 04, 07 and 09 roll policies out."""
-NO_CLAIMS = {"01_template_collapse", "09_regime_map"}
-"""Notebooks that decide no claim (09 is a screen)."""
+NO_CLAIMS = {"01_template_collapse", "09_regime_map", "10_multiturn_curves"}
+"""Notebooks that decide no claim (09 is a screen, 10 draws curves)."""
+OWN_PIPELINES = {"09_regime_map": "regime_map/dvc.yaml", "10_multiturn_curves": "curves/dvc.yaml"}
 
 
-def test_the_paper_notebooks_and_the_regime_map_exist():
-    assert [p.stem for p in ALL_NOTEBOOKS] == [*EXPECTED, "09_regime_map"]
+def test_the_paper_notebooks_and_the_own_pipelines_notebooks_exist():
+    assert [p.stem for p in ALL_NOTEBOOKS] == [*EXPECTED, *OWN_PIPELINES]
 
 
 @pytest.mark.parametrize("path", ALL_NOTEBOOKS, ids=lambda p: p.stem)
@@ -79,6 +82,21 @@ def test_dvc_yaml_declares_every_notebook_and_its_figures():
         source = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code")
         for name in set(re.findall(r'save_(?:figure|table)\([^"]*"([a-z0-9_]+)"', source)):
             assert any(o.startswith(f"paper_figures/{name}.") for o in outs), f"{path.stem}: {name} not an out"
+
+
+@pytest.mark.parametrize("notebook", OWN_PIPELINES)
+def test_own_pipeline_declares_its_notebook_and_its_figures(notebook):
+    import re
+
+    import yaml
+
+    stage = yaml.safe_load((REPO / OWN_PIPELINES[notebook]).read_text())["stages"]["notebook"]
+    assert f"notebooks/{notebook}.ipynb" in stage["deps"] and notebook in stage["cmd"]
+    outs = [o if isinstance(o, str) else next(iter(o)) for o in stage["outs"]]
+    source = "\n".join(c.source for c in nbformat.read(REPO / "notebooks" / f"{notebook}.ipynb", as_version=4).cells
+                       if c.cell_type == "code")
+    names = set(re.findall(r'save_(?:figure|table)\([^"]*"([a-z0-9_]+)"', source))
+    assert names and {o.split("/")[1].rsplit(".", 1)[0] for o in outs if o.startswith("paper_figures/")} == names
 
 
 @pytest.fixture(scope="module")
@@ -183,3 +201,31 @@ def test_regime_map_notebook_runs_on_smoke_runs(tmp_path):
     assert set(confirm["seed_set"]) == set(rm.CONFIRM_SEED_SETS) and set(confirm["cell"]) == {rm.CONFIRM_CELL}
     for name in ("fig_regime_map", "fig_regime_trajectories", "fig_regime_length", "fig_regime_confirm"):
         assert (fig_dir / f"{name}.png").is_file() and (fig_dir / f"{name}.md").is_file()
+
+
+@pytest.mark.slow
+def test_multiturn_curves_notebook_runs_on_smoke_runs(tmp_path):
+    """Notebook 10 as its pipeline runs it, on the smoke profile's SearchQA and WebShop runs (one seed per filter):
+    its tables list both environments and its figures are written."""
+    import pandas as pd
+    import torch
+
+    from ragen2.repro import multiturn_curves as mc
+    from ragen2.trainer.loop import train
+    from ragen2.warmstart import initial_policy
+
+    torch.set_num_threads(1)
+    profile = mc.build(smoke=True)
+    runs_root, cache = tmp_path / "runs", tmp_path / "cache"
+    for rid in profile.runs:
+        cfg = profile.config(rid)
+        train(cfg, runs_root / rid, initial_policy(cfg, cache), resume=False, progress=False)
+    fig_dir = tmp_path / "figures"
+    params = {**profile.notebooks["multiturn_curves"], "runs_root": str(runs_root), "fig_dir": str(fig_dir),
+              "cache_dir": str(cache)}
+    _execute(REPO / "notebooks" / "10_multiturn_curves.ipynb", tmp_path / "10.ipynb", REPO, params)
+    assert len(pd.read_csv(fig_dir / "table_multiturn_warm_starts.csv")) == len(mc.CURVE_ENVS)
+    gains = pd.read_csv(fig_dir / "table_multiturn_main.csv")
+    assert sorted(gains["env"]) == ["SearchQA", "WebShop"] and (gains["top_k_minus_none_n"] == 1).all()
+    for name in ("fig_success_curves_multiturn", "fig_output_length_multiturn"):
+        assert (fig_dir / f"{name}.png").is_file() and "SMOKE RUN" in (fig_dir / f"{name}.md").read_text()
