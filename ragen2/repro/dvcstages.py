@@ -178,14 +178,15 @@ def prune_lock(dvc_file: str = "dvc.yaml", root: str | Path = ".") -> list[str]:
     """Drop the lock entries of stages ``dvc_file`` no longer defines (a grid that shrank: its runs' ``train@`` items
     stay in ``dvc.lock`` otherwise, since DVC only adds and updates entries), and the ``.gitignore`` lines DVC wrote
     for those stages' outputs, unless a remaining stage writes the same path. Nothing in the workspace or the cache is
-    deleted.
+    deleted. The lock is rewritten only when an entry goes, and atomically (an interrupted prune leaves it whole), in
+    DVC's own YAML round trip so every kept entry keeps its text.
 
     Returns:
         The names of the dropped entries, in lock order.
     """
     from dvc.dvcfile import load_file
     from dvc.repo import Repo, lock_repo
-    from dvc.utils.serialize import modify_yaml
+    from dvc.utils.serialize import dumps_yaml, parse_yaml_for_update
 
     from ragen2.fileio import write_text_atomic
 
@@ -197,14 +198,17 @@ def prune_lock(dvc_file: str = "dvc.yaml", root: str | Path = ".") -> list[str]:
     try:
         with lock_repo(repo):
             defined = set(load_file(repo, dvc_file).stages)
-            with modify_yaml(str(lock), fs=repo.fs) as data:
-                entries = data.get("stages") or {}
-                dropped = [name for name in entries if name not in defined]
-                declared = declared_stages(root / dvc_file)
-                gone = _outs(entries, dropped, root / dvc_file, declared)
-                kept = _outs(entries, [name for name in entries if name in defined], root / dvc_file, declared)
-                for name in dropped:
-                    del entries[name]
+            data = parse_yaml_for_update(lock.read_text(), str(lock)) or {}
+            entries = data.get("stages") or {}
+            dropped = [name for name in entries if name not in defined]
+            if not dropped:
+                return []
+            declared = declared_stages(root / dvc_file)
+            gone = _outs(entries, dropped, root / dvc_file, declared)
+            kept = _outs(entries, [name for name in entries if name in defined], root / dvc_file, declared)
+            for name in dropped:
+                del entries[name]
+            write_text_atomic(lock, dumps_yaml(data))
     finally:
         repo.close()
     for out in sorted(gone - kept):  # DVC's line for an output: "/<name>" in the .gitignore beside it

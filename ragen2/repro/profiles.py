@@ -48,10 +48,10 @@ experiment (docs/method.md §7.0) found necessary to see the paper's mechanisms 
 - ``reuse_main`` (:class:`Sizes`): the points the main study already has are not trained twice; the
   analysis borrows them (:func:`ragen2.repro.studies.slip_runs`, :func:`ragen2.repro.studies.sweep_table`)
   when every other setting is equal.
-- **Left out to fit the 90 minutes** (they are in the ``paper`` profile): the success curves' SearchQA (its warm
-  starts reach greedy success 1.0, nothing left to learn, and a step costs 2.4 s) and WebShop (5 turns of about
-  1,000 tokens; 25 minutes per warm start; docs/method.md §7.13); slip 5, 10 and 50 %; more seeds for the sweeps;
-  100+ steps outside the mechanism study; an entropy-0 control for it.
+- **Left out to fit the 90 minutes** (they are in the ``paper`` profile): the success curves' SearchQA and WebShop
+  (multi-turn; at the table's settings SearchQA's warm starts reach greedy success 1.0 and WebShop's cost 25 minutes
+  each, docs/method.md §7.13: ``make curves`` trains both in variants of their own, §7.14); slip 5, 10 and 50 %;
+  more seeds for the sweeps; 100+ steps outside the mechanism study; an entropy-0 control for it.
 
 Parallelism: DVC 3.67's ``dvc repro`` has no ``-j``; ``make repro`` trains the stale runs on two worker
 processes (one torch thread each, dearest first: :mod:`ragen2.repro.runqueue`) and records them with
