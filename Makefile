@@ -83,35 +83,32 @@ repro: setup
 	$(PY) -m ragen2 run-stages --workers $(WORKERS) $(NOTEBOOK_STAGES)
 	dvc repro -s claims
 
+# A pipeline of its own beside the paper's, run the way `make repro` runs the paper's: warm starts WORKERS at a time,
+# the stale runs on WORKERS processes (one torch thread each), then its notebook stage. $(1): its folder, which holds
+# its dvc.yaml and params.yaml; its warm starts and runs live under data/$(1)/.
+define own_pipeline
+	$(PY) -m ragen2 prune-lock --dvc-file $(1)/dvc.yaml
+	$(PY) -m ragen2 build-warm-starts --params $(1)/params.yaml --dvc-file $(1)/dvc.yaml --workers $(WORKERS)
+	dvc repro $(1)/dvc.yaml:warmstart
+	stale="$$($(PY) -m ragen2 stale-runs --params $(1)/params.yaml --dvc-file $(1)/dvc.yaml)" || exit 1; \
+	if [ -n "$$stale" ]; then \
+	  $(PY) -m ragen2 train-runs --params $(1)/params.yaml --workers $(WORKERS) --threads 1 \
+	    --cache-dir data/$(1)/cache $$stale && \
+	  $(PY) -m ragen2 commit-runs --dvc-file $(1)/dvc.yaml $$stale || exit 1; fi
+	dvc repro $(1)/dvc.yaml
+endef
+
 # The regime map (ragen2/repro/regime_map.py, docs/method.md §7.11): a screening study with its own pipeline,
-# regime_map/dvc.yaml, run the way `make repro` runs the paper's (warm starts WORKERS at a time, the stale runs on
-# WORKERS processes, then its notebook stage, 09_regime_map). Its measured time: README Status.
+# regime_map/dvc.yaml (notebook 09_regime_map). Its measured time: README Status.
 regime-map: export PATH := $(abspath $(VENV))/bin:$(PATH)
 regime-map: setup
-	$(PY) -m ragen2 prune-lock --dvc-file regime_map/dvc.yaml
-	$(PY) -m ragen2 build-warm-starts --params regime_map/params.yaml --dvc-file regime_map/dvc.yaml --workers $(WORKERS)
-	dvc repro regime_map/dvc.yaml:warmstart
-	stale="$$($(PY) -m ragen2 stale-runs --params regime_map/params.yaml --dvc-file regime_map/dvc.yaml)" || exit 1; \
-	if [ -n "$$stale" ]; then \
-	  $(PY) -m ragen2 train-runs --params regime_map/params.yaml --workers $(WORKERS) --threads 1 \
-	    --cache-dir data/regime_map/cache $$stale && \
-	  $(PY) -m ragen2 commit-runs --dvc-file regime_map/dvc.yaml $$stale || exit 1; fi
-	dvc repro regime_map/dvc.yaml
+	$(call own_pipeline,regime_map)
 
 # The paper's success curves on SearchQA and WebShop (ragen2/repro/multiturn_curves.py, docs/method.md §7.14): a
-# pipeline of its own, curves/dvc.yaml, run the way `make regime-map` runs the map's (warm starts WORKERS at a time,
-# the stale runs on WORKERS processes, then its notebook stage, 10_multiturn_curves). Its measured time: README Status.
+# pipeline of its own, curves/dvc.yaml (notebook 10_multiturn_curves). Its measured time: README Status.
 curves: export PATH := $(abspath $(VENV))/bin:$(PATH)
 curves: setup
-	$(PY) -m ragen2 prune-lock --dvc-file curves/dvc.yaml
-	$(PY) -m ragen2 build-warm-starts --params curves/params.yaml --dvc-file curves/dvc.yaml --workers $(WORKERS)
-	dvc repro curves/dvc.yaml:warmstart
-	stale="$$($(PY) -m ragen2 stale-runs --params curves/params.yaml --dvc-file curves/dvc.yaml)" || exit 1; \
-	if [ -n "$$stale" ]; then \
-	  $(PY) -m ragen2 train-runs --params curves/params.yaml --workers $(WORKERS) --threads 1 \
-	    --cache-dir data/curves/cache $$stale && \
-	  $(PY) -m ragen2 commit-runs --dvc-file curves/dvc.yaml $$stale || exit 1; fi
-	dvc repro curves/dvc.yaml
+	$(call own_pipeline,curves)
 
 # params.yaml is generated: edit ragen2/repro/profiles.py, then `make params` (tests check there is no drift).
 params: setup

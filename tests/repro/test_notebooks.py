@@ -99,27 +99,34 @@ def test_own_pipeline_declares_its_notebook_and_its_figures(notebook):
     assert names and {o.split("/")[1].rsplit(".", 1)[0] for o in outs if o.startswith("paper_figures/")} == names
 
 
+def _train_runs(profile, runs_root: Path, cache: Path, keep=lambda rid: True) -> None:
+    """Train ``profile``'s runs that ``keep`` selects into ``runs_root`` (warm starts cached in ``cache``), on one
+    torch thread, from scratch."""
+    import torch
+
+    from ragen2.trainer.loop import train
+    from ragen2.warmstart import initial_policy
+
+    torch.set_num_threads(1)
+    for rid in profile.runs:
+        if keep(rid):
+            cfg = profile.config(rid)
+            train(cfg, runs_root / rid, initial_policy(cfg, cache), resume=False, progress=False)
+
+
 @pytest.fixture(scope="module")
 def smoke_repo(tmp_path_factory):
     """A scratch repository (dvc.yaml, notebooks/) whose data/runs and data/cache hold the smoke profile's runs."""
     import shutil
 
-    import torch
-
     from ragen2.repro.profiles import build
-    from ragen2.trainer.loop import train
-    from ragen2.warmstart import initial_policy
 
-    torch.set_num_threads(1)
     root = tmp_path_factory.mktemp("smoke_repo")
     shutil.copytree(REPO / "notebooks", root / "notebooks")
     shutil.copy(REPO / "dvc.yaml", root / "dvc.yaml")
     profile = build("smoke")
     t0 = time.perf_counter()
-    for rid in profile.runs:
-        cfg = profile.config(rid)
-        train(cfg, root / "data" / "runs" / rid, initial_policy(cfg, root / "data" / "cache"), resume=False,
-              progress=False)
+    _train_runs(profile, root / "data" / "runs", root / "data" / "cache")
     print(f"smoke: {len(profile.runs)} runs trained in {time.perf_counter() - t0:.0f} s")
     return root, profile
 
@@ -176,19 +183,13 @@ def test_regime_map_notebook_runs_on_smoke_runs(tmp_path):
     """Notebook 09 as its pipeline runs it, on two opposite cells of the smoke regime map (every factor differs) and
     the confirming runs (three warm starts): the map's tables and figures are written."""
     import pandas as pd
-    import torch
 
     from ragen2.repro import regime_map as rm
-    from ragen2.trainer.loop import train
-    from ragen2.warmstart import initial_policy
 
-    torch.set_num_threads(1)
     profile = rm.build(smoke=True)
     runs_root, cache = tmp_path / "runs", tmp_path / "cache"
-    for rid in profile.runs:
-        if "__map0__" in rid or "__map7__" in rid or f"__{rm.CONFIRM_STUDY}" in rid:
-            cfg = profile.config(rid)
-            train(cfg, runs_root / rid, initial_policy(cfg, cache), resume=False, progress=False)
+    _train_runs(profile, runs_root, cache,
+                keep=lambda rid: "__map0__" in rid or "__map7__" in rid or f"__{rm.CONFIRM_STUDY}" in rid)
     fig_dir = tmp_path / "figures"
     params = {**profile.notebooks["regime_map"], "runs_root": str(runs_root), "fig_dir": str(fig_dir),
               "cache_dir": str(cache)}
@@ -208,18 +209,12 @@ def test_multiturn_curves_notebook_runs_on_smoke_runs(tmp_path):
     """Notebook 10 as its pipeline runs it, on the smoke profile's SearchQA and WebShop runs (one seed per filter):
     its tables list both environments and its figures are written."""
     import pandas as pd
-    import torch
 
     from ragen2.repro import multiturn_curves as mc
-    from ragen2.trainer.loop import train
-    from ragen2.warmstart import initial_policy
 
-    torch.set_num_threads(1)
     profile = mc.build(smoke=True)
     runs_root, cache = tmp_path / "runs", tmp_path / "cache"
-    for rid in profile.runs:
-        cfg = profile.config(rid)
-        train(cfg, runs_root / rid, initial_policy(cfg, cache), resume=False, progress=False)
+    _train_runs(profile, runs_root, cache)
     fig_dir = tmp_path / "figures"
     params = {**profile.notebooks["multiturn_curves"], "runs_root": str(runs_root), "fig_dir": str(fig_dir),
               "cache_dir": str(cache)}
