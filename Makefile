@@ -22,6 +22,19 @@ export TRL_EXPERIMENTAL_SILENCE := 1
 export TOKENIZERS_PARALLELISM := false
 export MPLBACKEND := Agg
 
+# Pinned math kernels (ragen2/kernels.py, the same values; tests/test_makefile.py checks): ATen and oneDNN at AVX2,
+# MKL on its vendor-neutral branch, so that a seed gives the same bits on any x86-64 CPU with AVX2, Intel or AMD.
+# `make repro RAGEN2_KERNELS=native` trades the bits for speed (about 2x here). The package's entry points pin the same
+# values themselves; a CPU without AVX2 gets no pin (other bits).
+RAGEN2_KERNELS ?= avx2
+export RAGEN2_KERNELS
+HAS_AVX2 := $(shell [ "$$(uname -m)" = x86_64 ] && grep -qw avx2 /proc/cpuinfo 2>/dev/null && echo yes)
+ifeq ($(RAGEN2_KERNELS)$(HAS_AVX2),avx2yes)
+export ATEN_CPU_CAPABILITY := avx2
+export MKL_CBWR := COMPATIBLE
+export ONEDNN_MAX_CPU_ISA := AVX2
+endif
+
 .PHONY: setup test test-slow test-browser repro regime-map curves lint bench clean-venv params smoke dry-run-paper lock
 
 setup: $(VENV)/.installed

@@ -113,13 +113,14 @@ def _params_runs_root(params: str) -> str:
 
 def _cmd_train(args: argparse.Namespace) -> int:
     from ragen2.config import load_config
+
+    overrides, runs_root = _overrides(args)
+    cfg = load_config(args.run_id, params_path=args.params, overrides=overrides)  # checked before torch loads
+    run_dir = Path(args.run_dir) if args.run_dir else Path(runs_root) / args.run_id
     from ragen2.trainer.loop import train
     from ragen2.warmstart import initial_policy
 
     _set_threads(args.threads)
-    overrides, runs_root = _overrides(args)
-    cfg = load_config(args.run_id, params_path=args.params, overrides=overrides)
-    run_dir = Path(args.run_dir) if args.run_dir else Path(runs_root) / args.run_id
     init = initial_policy(cfg, Path(args.cache_dir))  # the tiny policy and the warm start, built if missing
     summary = train(cfg, run_dir, init, resume=not args.no_resume)
     print(json.dumps(summary, indent=2))
@@ -157,6 +158,9 @@ def _add_train_runs(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_grad_analysis(args: argparse.Namespace) -> int:
+    from ragen2.rundir import read_config
+
+    read_config(args.run_dir)  # a missing or broken run directory is named before torch loads
     from ragen2.trainer.grad_analysis import analyze_checkpoint
 
     _set_threads(args.threads)
@@ -177,13 +181,13 @@ def _add_grad_analysis(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
-    from ragen2.audit import run_audit_command
-
-    _set_threads(args.threads)
     try:
         env_kwargs = json.loads(args.env_kwargs)
     except json.JSONDecodeError as e:
         raise UserError(f"--env-kwargs {args.env_kwargs!r} is not valid JSON: {e}") from None
+    from ragen2.audit import run_audit_command
+
+    _set_threads(args.threads)
     report = run_audit_command(args.policy, args.env, env_kwargs=env_kwargs, num_prompts=args.prompts,
                                samples_per_prompt=args.samples, seed=args.seed, out=args.out,
                                cache_dir=args.cache_dir, device=args.device, max_new_tokens=args.max_new_tokens)
@@ -247,10 +251,11 @@ def _add_profile(sub: argparse._SubParsersAction) -> None:
 
 def _cmd_warmstart(args: argparse.Namespace) -> int:
     from ragen2.config import load_config
+
+    cfg = load_config(args.run_id, params_path=args.params, overrides=_overrides(args)[0])
     from ragen2.warmstart import initial_policy
 
     _set_threads(args.threads)
-    cfg = load_config(args.run_id, params_path=args.params, overrides=_overrides(args)[0])
     path = Path(initial_policy(cfg, Path(args.cache_dir)))
     if cfg.warm_start.steps == 0 and args.expect:  # no warm start: a marker naming the base policy
         marker = Path(args.expect)
@@ -273,12 +278,17 @@ def _add_warmstart(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from ragen2.rundir import read_config
+
+    if args.sampling_seeds < 1:
+        raise UserError(f"--sampling-seeds={args.sampling_seeds}: must be >= 1")
+    if args.episodes < 1:
+        raise UserError(f"--episodes={args.episodes}: must be >= 1")
+    read_config(args.run_dir)  # a missing or broken run directory is named before torch loads
     from ragen2.evaluate import evaluate_policy, expert_success, load_run_policy
     from ragen2.fileio import write_json_atomic
 
     _set_threads(args.threads)
-    if args.sampling_seeds < 1:
-        raise UserError(f"--sampling-seeds={args.sampling_seeds}: must be >= 1")
     cfg, actor, tokenizer = load_run_policy(Path(args.run_dir), args.checkpoint, cache_dir=Path(args.cache_dir))
     result = evaluate_policy(actor, tokenizer, cfg, policy=f"{args.run_dir}@{args.checkpoint}",
                              episodes=args.episodes, sampling_seeds=list(range(args.sampling_seeds)),
@@ -533,6 +543,16 @@ def _add_commit_runs(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_commit_runs)
 
 
+def _pin_kernels() -> None:
+    """Pin the math kernels (:mod:`ragen2.kernels`) before any command imports torch."""
+    from ragen2 import kernels
+
+    try:
+        kernels.pin()
+    except ValueError as e:
+        raise UserError(str(e)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ragen2", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -549,6 +569,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault(key, value)
     args = build_parser().parse_args(argv)
     try:
+        _pin_kernels()
         return args.func(args)
     except UserError as e:
         print(f"ragen2 {args.command}: error: {' '.join(str(e).split())}", file=sys.stderr)

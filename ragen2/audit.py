@@ -565,11 +565,15 @@ def run_audit_command(policy: str, env: str, *, env_kwargs: dict[str, Any] | Non
         device: ``auto`` | ``cpu`` | ``cuda``.
         max_new_tokens: Override of ``RolloutConfig.max_new_tokens`` (e.g. small for a quick CPU check).
     """
-    from ragen2.config import ConfigError, EnvConfig, PolicyConfig, RolloutConfig
+    from ragen2.config import ConfigError, EnvConfig, PolicyConfig, RolloutConfig, check_policy_source
 
     EnvConfig(name=env)  # an unknown environment is a ConfigError naming it
     if env_kwargs is not None and not isinstance(env_kwargs, dict):
         raise ConfigError(f"--env-kwargs={env_kwargs!r}: must be a JSON object")
+    for flag, value, least in (("--prompts", num_prompts, 1), ("--samples", samples_per_prompt, 2)):
+        if value < least:
+            raise ConfigError(f"{flag}={value}: must be >= {least}")
+    check_policy_source(policy, key="--policy")
     from ragen2.policy import load_policy, resolve_policy  # torch and transformers: import after the checks
 
     policy_cfg = PolicyConfig(name_or_path=policy, device=device)

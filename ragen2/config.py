@@ -12,6 +12,7 @@ error that names the key (nanoGPT's configurator check, done with dataclasses).
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -55,6 +56,26 @@ class EnvConfig:
         from ragen2.envs import REGISTRY
 
         validate("env", self, [("name", *one_of(tuple(REGISTRY)))])
+
+
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
+"""A Hugging Face model id: ``name`` or ``owner/name``."""
+
+
+def check_policy_source(name_or_path: str, key: str = "policy.name_or_path") -> None:
+    """A policy is ``tiny``, a local model directory (holding a ``config.json``) or a hub id (``owner/name``, loaded
+    from the local Hugging Face cache when offline); anything else is a ConfigError naming it, raised before any
+    model library loads."""
+    if name_or_path == "tiny":
+        return
+    path = Path(name_or_path).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ConfigError(f"{key}={name_or_path!r}: the directory holds no config.json (not a saved model)")
+    elif path.exists():
+        raise ConfigError(f"{key}={name_or_path!r}: a file, not a model directory")
+    elif not HUB_ID.fullmatch(name_or_path):
+        raise ConfigError(f"{key}={name_or_path!r}: no such directory, and not a model id (owner/name)")
 
 
 @dataclass(frozen=True)
@@ -494,8 +515,13 @@ def read_params(params_path: str | Path = "params.yaml") -> dict[str, Any]:
     path = Path(params_path)
     if not path.exists():
         raise ConfigError(f"params file {str(path)!r} does not exist")
-    with path.open() as fh:
-        data = yaml.safe_load(fh) or {}
+    try:
+        with path.open() as fh:
+            data = yaml.safe_load(fh) or {}
+    except OSError as e:
+        raise ConfigError(f"params file {str(path)!r} cannot be read: {e.strerror or e}") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"params file {str(path)!r} is not valid YAML: {' '.join(str(e).split())}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     return data

@@ -32,7 +32,8 @@ from transformers import (
 )
 
 from ragen2 import envs
-from ragen2.config import PolicyConfig, RolloutConfig
+from ragen2.config import PolicyConfig, RolloutConfig, check_policy_source
+from ragen2.errors import MissingPathError
 from ragen2.quiet import quiet_unless_terminal
 from ragen2.rollout.prompt import CHATML_TEMPLATE
 
@@ -68,9 +69,13 @@ def load_policy(name_or_path: str | Path, *, dtype: str = "float32", device: str
     """
     if dtype not in _DTYPES:
         raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
-    with quiet_unless_terminal():  # no "Loading weights" bar in notebook outputs
-        tokenizer = AutoTokenizer.from_pretrained(str(name_or_path), padding_side="left")
-        model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=_DTYPES[dtype])
+    try:
+        with quiet_unless_terminal():  # no "Loading weights" bar in notebook outputs
+            tokenizer = AutoTokenizer.from_pretrained(str(name_or_path), padding_side="left")
+            model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=_DTYPES[dtype])
+    except OSError as e:  # not there, not in the offline cache, unreadable: the user's to fix, in one line
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise MissingPathError(f"policy {str(name_or_path)!r} cannot be loaded: {reason}") from None
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         vocab = tokenizer.get_vocab()
@@ -192,6 +197,7 @@ def resolve_policy(cfg: PolicyConfig, env_names: list[str], cache_dir: Path) -> 
     never see a half-written policy.
     """
     if cfg.name_or_path != "tiny":
+        check_policy_source(cfg.name_or_path)
         return Path(cfg.name_or_path)  # a hub id such as Qwen/Qwen2.5-3B loads from str(path) as well
     cache_dir = Path(cache_dir)
     target = cache_dir / f"tiny-{tiny_policy_key(cfg, env_names)}"

@@ -4,7 +4,7 @@
 
     <run_dir>/
         config.json        the RunConfig (``ragen2.config.to_dict``)
-        env.json           package versions, commit, device, CPU model, threads (:func:`environment_info`)
+        env.json           package versions, commit, device, threads, machine record (:func:`environment_info`)
         summary.json       final and best validation, steps, timings (written when the run ends)
         metrics.jsonl      one JSON row per step (``ragen2.trainer.runlog``)
         grad_analysis.csv  the RV-bucketed gradient norms (when ``grad_analysis.enabled``)
@@ -27,6 +27,7 @@ from typing import Any
 
 from ragen2.config import RunConfig, flatten, from_dict, to_dict
 from ragen2.errors import MissingPathError
+from ragen2.kernels import machine_record
 
 CONFIG = "config.json"
 ENV = "env.json"
@@ -83,25 +84,10 @@ def config_changes(cfg: RunConfig, run_dir: str | Path) -> list[str]:
     return sorted(k for k in old.keys() | new.keys() if old.get(k, "<missing>") != new.get(k, "<missing>"))
 
 
-def cpu_model() -> str:
-    """The CPU's model name (``/proc/cpuinfo``'s ``model name`` on Linux, else ``platform.processor()``).
-
-    Recorded with every run and warm start: two CPUs round the same float32 arithmetic differently, so a run
-    is reproducible bit for bit only on the CPU model that made it.
-    """
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                key, _, value = line.partition(":")
-                if key.strip() == "model name" and value.strip():
-                    return value.strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown"
-
-
 def environment_info(model) -> dict[str, Any]:
-    """``env.json``: package versions, git commit, device, CPU model and thread count."""
+    """``env.json``: package versions, git commit, device, thread count and the machine record
+    (:func:`ragen2.kernels.machine_record`: CPU model and flags, torch's kernel capability, the pinned kernel
+    settings, the BLAS), which together decide a run's float realization."""
     import importlib.metadata as md
 
     import torch
@@ -122,8 +108,8 @@ def environment_info(model) -> dict[str, Any]:
         "python": sys.version.split()[0], "platform": platform.platform(), "versions": versions,
         "git_commit": commit, "device": str(device),
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor(),
-        "cpu_model": cpu_model(), "torch_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
-        "dtype": str(next(model.parameters()).dtype),
+        "torch_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
+        "dtype": str(next(model.parameters()).dtype), **machine_record(),
     }
 
 
@@ -162,9 +148,10 @@ def load_run_policy(run_dir: str | Path, checkpoint: str = "latest", cache_dir: 
 
     cfg = read_config(run_dir)
     path = checkpoint_path(run_dir, checkpoint)
+    actor = None if path is None else load_checkpoint(path)["actor"]  # an unreadable file fails before the model
     model, tokenizer = load_policy(initial_policy(cfg, Path(cache_dir)), dtype=cfg.policy.dtype,
                                    device=cfg.policy.device)
-    if path is not None:
-        model.load_state_dict(load_checkpoint(path, map_location=next(model.parameters()).device)["actor"])
+    if actor is not None:
+        model.load_state_dict(actor)
     model.eval()
     return cfg, model, tokenizer

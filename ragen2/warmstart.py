@@ -26,13 +26,14 @@ import torch.nn.functional as F
 
 from ragen2 import envs
 from ragen2.config import EnvConfig, RunConfig, to_dict
+from ragen2.kernels import check_pinned, machine_record
 from ragen2.policy import load_policy, resolve_policy
 from ragen2.quiet import quiet_unless_terminal
 from ragen2.rollout.collect import collect_rollouts
 from ragen2.rollout.expert import TEMPLATE_THINKS, ExpertEpisode, expert_episode, is_template
 from ragen2.rollout.prompt import resolve_limits
 from ragen2.rollout.sequence import TokenizedConversation, fit_context, tokenize_conversations
-from ragen2.rundir import cpu_model
+from ragen2.trainer.optim import adamw
 from ragen2.trainer.prefix import head_on_hidden, ragged_forward
 
 logger = logging.getLogger(__name__)
@@ -142,7 +143,7 @@ def train_sft(model, sequences: list[TokenizedConversation], *, steps: int, lr: 
     if batch_size < 1:
         raise ValueError(f"warm_start.batch_size must be >= 1, got {batch_size!r}")
     rng = np.random.default_rng(seed + 1)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    optimizer = adamw(model, lr=lr, weight_decay=0.0)
     warmup = max(1, min(20, steps // 10))
     order, cursor, losses = rng.permutation(len(sequences)), 0, []
     model.train()
@@ -203,6 +204,7 @@ def warm_start(cfg: RunConfig, out_dir: Path, *, base_policy: Path) -> Path:
         raise ValueError(f"warm_start.steps must be >= 0, got {ws.steps!r}")
     start = time.perf_counter()
     model, tokenizer = load_policy(base_policy, dtype="float32", device=cfg.policy.device)
+    check_pinned(device=next(model.parameters()).device.type)
     episodes = build_corpus(cfg)
     sequences = tokenize_corpus(tokenizer, episodes, cfg.rollout.max_context_tokens)
     with torch.random.fork_rng(devices=[]):
@@ -222,8 +224,8 @@ def warm_start(cfg: RunConfig, out_dir: Path, *, base_policy: Path) -> Path:
         "train_seconds": round(train_seconds, 2),
         **evaluate_greedy(model, tokenizer, cfg),
         "eval_seeds": EVAL_SEEDS,
-        "cpu_model": cpu_model(),
         "torch_threads": torch.get_num_threads(),
+        **machine_record(),
         "base_policy": str(base_policy),
         "config": to_dict(cfg),
         "losses": [round(x, 5) for x in losses],

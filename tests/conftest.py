@@ -1,8 +1,11 @@
-"""Test-wide settings: everything offline, quiet, deterministic."""
+"""Test-wide settings: everything offline, quiet, deterministic (the pinned math kernels of
+:mod:`ragen2.kernels`, set before anything imports torch)."""
 
 import os
 
 import pytest
+
+from ragen2 import kernels
 
 for _var, _val in {
     "HF_HUB_OFFLINE": "1",
@@ -16,6 +19,7 @@ for _var, _val in {
     "MPLBACKEND": "Agg",
 }.items():
     os.environ.setdefault(_var, _val)
+kernels.pin()
 
 
 @pytest.fixture

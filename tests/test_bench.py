@@ -41,7 +41,8 @@ def check_report(report: dict, names) -> None:
         assert len(detail["baseline_runs_s"]) == len(detail["candidate_runs_s"]) == detail["reps"]
         assert set(report["targets"][name]) == {"op", "value", "met"}
     machine = report["machine"]
-    assert {"cpu_model", "cpu_count", "torch_threads", "load_average", "versions"} <= set(machine)
+    assert {"cpu_model", "cpu_flags", "torch_capability", "kernels", "cpu_count", "torch_threads", "load_average",
+            "versions"} <= set(machine)
     assert machine["versions"]["torch"] and machine["versions"]["transformers"]
     assert report["seconds_total"] > 0
 

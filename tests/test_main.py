@@ -48,12 +48,61 @@ def test_bad_input_is_one_line_naming_the_key_and_exit_status_2(tmp_path, capsys
     (["gains", "no/start.json", "ppo=no/end.json"], ".json' does not exist"),
     (["audit", "--policy", "tiny", "--env", "frozenlake", "--env-kwargs", "{bad"], "--env-kwargs '{bad' is not valid JSON"),
     (["audit", "--policy", "tiny", "--env", "nope"], "env.name='nope': must be one of sokoban"),
+    (["audit", "--policy", "/nonexistent/model", "--env", "frozenlake"],
+     "--policy='/nonexistent/model': no such directory"),
+    (["audit", "--policy", ".", "--env", "frozenlake"], "--policy='.': the directory holds no config.json"),
+    (["audit", "--policy", "tiny", "--env", "frozenlake", "--samples", "1"], "--samples=1: must be >= 2"),
+    (["evaluate", "run", "--episodes", "0"], "--episodes=0: must be >= 1"),
+    (["train", "a", "--params", "."], "params file '.' cannot be read"),
+    (["train", "a", "--params", "bad.yaml"], "params file 'bad.yaml' is not valid YAML"),
 ])
 def test_missing_files_are_one_line_and_exit_status_2(tmp_path, capsys, monkeypatch, argv, named):
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad.yaml").write_text("base: [unclosed\n")
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and named in err, err
+
+
+BAD_INPUTS = [["train", "nosuchrun"], ["train", "a", "--set", "trainer.stepz=3"], ["warmstart", "nosuchrun"],
+              ["evaluate", "no/such/run"], ["grad-analysis", "no/such/run"],
+              ["audit", "--policy", "/nonexistent/model", "--env", "frozenlake"],
+              ["audit", "--policy", "tiny", "--env", "nope"]]
+
+
+def test_bad_input_is_answered_before_torch_or_transformers_load(tmp_path):
+    """A typo costs well under two seconds: the answer comes before the model libraries are imported (each one
+    checked in a fresh interpreter; a loaded torch alone takes seconds)."""
+    import subprocess
+    import sys
+
+    _params(tmp_path)
+    code = ("import sys; from ragen2.__main__ import main; rc = main(sys.argv[1:]); "
+            "print(rc, sorted(m for m in ('torch', 'transformers', 'trl', 'dvclive') if m in sys.modules))")
+    for argv in BAD_INPUTS:
+        proc = subprocess.run([sys.executable, "-c", code, *argv], cwd=tmp_path, capture_output=True, text=True,
+                              check=True)
+        assert proc.stdout.strip() == "2 []", (argv, proc.stdout, proc.stderr)
+        assert proc.stderr.count("\n") == 1 and "error: " in proc.stderr, (argv, proc.stderr)
+
+
+def test_a_corrupt_checkpoint_is_one_line_naming_the_file(tmp_path, capsys):
+    import json
+
+    from ragen2.config import RunConfig, to_dict
+
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps(to_dict(RunConfig())))
+    (run / "checkpoints" / "step_000002.pt").write_bytes(b"not a checkpoint")
+    (run / "checkpoints" / "latest.json").write_text(json.dumps({"file": "step_000002.pt", "step": 2}))
+    assert main(["evaluate", str(run), "--cache-dir", str(tmp_path / "cache")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "step_000002.pt' cannot be read" in err, err
+    assert not (tmp_path / "cache").exists()  # failed before any policy was built
+    (run / "checkpoints" / "latest.json").write_text("{")
+    assert main(["evaluate", str(run), "--cache-dir", str(tmp_path / "cache")]) == 2
+    assert "is not a checkpoint pointer" in capsys.readouterr().err
 
 
 def test_a_command_is_required():

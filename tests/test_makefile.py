@@ -3,6 +3,7 @@ every stage of dvc.yaml: a stage added to dvc.yaml and forgotten here would neve
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -49,3 +50,26 @@ def test_the_notebook_stages_run_after_their_inputs_and_before_the_claims():
     notebooks = next(i for i, line in enumerate(lines) if "run-stages" in line)
     claims = next(i for i, line in enumerate(lines) if line.startswith("dvc repro -s") and "claims" in line)
     assert inputs < notebooks < claims
+
+
+def test_make_exports_the_pinned_kernels_and_native_opts_out():
+    """The Makefile's exports are ragen2.kernels.PINNED (on an x86-64 CPU with AVX2); RAGEN2_KERNELS=native drops
+    them, so every stage and notebook kernel under make runs on the kernels the committed results were made with."""
+    from ragen2 import kernels
+
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+
+    def exported(*extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in kernels.PINNED and k != kernels.OPT_OUT}
+        out = subprocess.run(["make", "-s", "--no-print-directory", "-f", "Makefile", "-f", "-", "show", *extra],
+                             input="show:\n\t@env\n", cwd=ROOT, capture_output=True, text=True, check=True,
+                             env=env).stdout
+        pairs = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+        return {k: pairs[k] for k in (*kernels.PINNED, kernels.OPT_OUT) if k in pairs}
+
+    if kernels.can_pin():
+        assert exported() == {**kernels.PINNED, kernels.OPT_OUT: "avx2"}
+    else:
+        assert exported() == {kernels.OPT_OUT: "avx2"}
+    assert exported("RAGEN2_KERNELS=native") == {kernels.OPT_OUT: "native"}

@@ -41,6 +41,9 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"--threads must be >= 1, got {args.threads}")
     for key, value in OFFLINE_ENV.items():
         os.environ.setdefault(key, value)
+    from ragen2 import kernels
+
+    kernels.pin()  # the pipeline's kernels (RAGEN2_KERNELS=native: each library's own choice)
     import logging
 
     import torch

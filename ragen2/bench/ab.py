@@ -1,4 +1,5 @@
-"""Two commits' training step, side by side: ``python -m ragen2.bench.ab OLD_TREE NEW_TREE``.
+"""Two commits' training step, side by side: ``python -m ragen2.bench.ab OLD_TREE NEW_TREE``; or one tree under
+native and pinned math kernels (:mod:`ragen2.kernels`): ``python -m ragen2.bench.ab --kernels TREE``.
 
 Each tree (a checkout of the repository: ``git worktree add /tmp/old <commit>``) trains the same run of its
 own ``params.yaml`` for ``--steps`` steps in a fresh process with one torch thread, from the same warm start
@@ -7,6 +8,9 @@ every tree once, the order alternating between repetitions, so a change in the m
 The figure per tree is the run's own timer (``summary.json``'s ``total_elapsed``, step-0 validation, MI
 diagnostics, validation, logging and checkpoints included) over its steps: what the pipeline pays a step. The
 speedup is old over new per repetition; the report gives its median, min and max and the phases' medians.
+
+With ``--kernels`` the "old" side is the tree under ``RAGEN2_KERNELS=native`` (no pin: each library picks its
+kernels for this CPU) and the "new" side the same tree under the pin, so the speedup below 1 is what the pin costs.
 
 The trees must share the run-directory contract (``ragen2.config.load_config``, ``ragen2.warmstart.initial_policy``
 and ``ragen2.trainer.loop.train(cfg, run_dir, init_policy, resume=..., progress=...)``).
@@ -22,6 +26,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from ragen2.kernels import PINNED
 
 PHASES = ("rollout", "update", "diagnostics", "grad_analysis", "validation")
 """Phases read from each run's ``metrics.jsonl`` (one a tree does not log counts 0 there)."""
@@ -50,10 +56,19 @@ print(json.dumps({"per_step": summary["timings_s"]["total_elapsed"] / len(rows),
 """.replace("PHASES", repr(PHASES))
 
 
-def run_tree(tree: Path, run_id: str, steps: int, out: Path, cache: Path, build_only: bool = False) -> dict:
-    """One training process in ``tree``; its JSON report."""
-    env = dict(os.environ, PYTHONPATH=str(tree), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-               TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1")
+KERNEL_ENVS = {"native": {"RAGEN2_KERNELS": "native", **{k: None for k in PINNED}},
+               "pinned": {"RAGEN2_KERNELS": "avx2", **PINNED}}
+"""The child environments of ``--kernels`` (None: the variable is removed)."""
+
+
+def run_tree(tree: Path, run_id: str, steps: int, out: Path, cache: Path, build_only: bool = False,
+             env: dict[str, str | None] | None = None) -> dict:
+    """One training process in ``tree`` (``env``: variables set, or removed where None); its JSON report."""
+    changes = env or {}
+    env = {k: v for k, v in os.environ.items() if k not in changes}
+    env.update({k: v for k, v in changes.items() if v is not None})
+    env.update(PYTHONPATH=str(tree), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
+               OMP_NUM_THREADS="1")
     proc = subprocess.run([sys.executable, "-c", CHILD, run_id, str(steps), str(out), str(cache),
                            "1" if build_only else "0"], cwd=tree, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -61,17 +76,20 @@ def run_tree(tree: Path, run_id: str, steps: int, out: Path, cache: Path, build_
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def compare(old: Path, new: Path, run_id: str, steps: int, reps: int, cache: Path) -> dict:
-    """Interleaved repetitions of both trees; per-tree medians and the old/new speedup."""
+def compare(old: Path, new: Path, run_id: str, steps: int, reps: int, cache: Path,
+            envs: tuple[dict | None, dict | None] = (None, None)) -> dict:
+    """Interleaved repetitions of both trees (``envs``: each side's environment changes, see :func:`run_tree`);
+    per-tree medians and the old/new speedup."""
     results: dict[str, list[dict]] = {"old": [], "new": []}
+    env_of = {"old": envs[0], "new": envs[1]}
     with tempfile.TemporaryDirectory() as tmp:
-        for tree in (old, new):  # the shared warm start, built before any timing if missing
-            run_tree(tree, run_id, steps, Path(tmp) / "build", cache, build_only=True)
+        for name, tree in (("old", old), ("new", new)):  # the shared warm start, built before any timing if missing
+            run_tree(tree, run_id, steps, Path(tmp) / "build", cache, build_only=True, env=env_of[name])
         for rep in range(reps):
             order = (("old", old), ("new", new)) if rep % 2 == 0 else (("new", new), ("old", old))
             for name, tree in order:
                 load = os.getloadavg()[0]
-                r = run_tree(tree, run_id, steps, Path(tmp) / f"{name}{rep}", cache)
+                r = run_tree(tree, run_id, steps, Path(tmp) / f"{name}{rep}", cache, env=env_of[name])
                 r["load"] = load
                 results[name].append(r)
                 print(f"rep {rep} {name}: {r['per_step']:.3f} s/step (load {load:.2f})", file=sys.stderr, flush=True)
@@ -88,7 +106,9 @@ def compare(old: Path, new: Path, run_id: str, steps: int, reps: int, cache: Pat
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m ragen2.bench.ab", description=__doc__.split("\n")[0])
     p.add_argument("old", type=Path, help="the baseline tree (a checkout of the older commit)")
-    p.add_argument("new", type=Path, help="the candidate tree")
+    p.add_argument("new", type=Path, nargs="?", default=None, help="the candidate tree (not with --kernels)")
+    p.add_argument("--kernels", action="store_true",
+                   help="one tree (OLD) under native (old) and pinned (new) math kernels: what the pin costs")
     p.add_argument("--run", action="append", required=True, help="run id of both params.yaml (repeatable)")
     p.add_argument("--steps", type=int, default=30, help="RL steps per run (default: 30, the CPU profile's)")
     p.add_argument("--reps", type=int, default=3, help="repetitions per tree (default: 3)")
@@ -97,14 +117,18 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.steps < 1 or args.reps < 1:
         raise SystemExit(f"--steps={args.steps}, --reps={args.reps}: both must be >= 1")
-    report = {rid: compare(args.old.resolve(), args.new.resolve(), rid, args.steps, args.reps,
-                           args.cache_dir.resolve()) for rid in args.run}
+    if (args.new is None) != args.kernels:
+        raise SystemExit("give OLD and NEW trees, or one tree with --kernels")
+    new, envs = (args.old, (KERNEL_ENVS["native"], KERNEL_ENVS["pinned"])) if args.kernels else (args.new, (None, None))
+    report = {rid: compare(args.old.resolve(), new.resolve(), rid, args.steps, args.reps, args.cache_dir.resolve(),
+                           envs=envs) for rid in args.run}
     text = json.dumps(report, indent=1)
     if args.out:
         args.out.write_text(text + "\n")
+    old_label, new_label = ("native", "pinned") if args.kernels else ("old", "new")
     for rid, r in report.items():
         s = r["speedup"]
-        print(f"{rid}: old {r['summary']['old']['per_step_median']:.3f} s/step, new "
+        print(f"{rid}: {old_label} {r['summary']['old']['per_step_median']:.3f} s/step, {new_label} "
               f"{r['summary']['new']['per_step_median']:.3f} s/step, speedup {s['median']:.2f} "
               f"({s['min']:.2f}-{s['max']:.2f})")
     return 0

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ragen2.rundir import cpu_model
+from ragen2.kernels import machine_record
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,8 @@ def load_average() -> list[float] | None:
 
 
 def machine_info() -> dict[str, Any]:
-    """CPU model, cores, torch threads, load average and package versions."""
+    """The machine record (:func:`ragen2.kernels.machine_record`), cores, torch threads, load average and package
+    versions."""
     import importlib.metadata as md
 
     import torch
@@ -135,7 +136,7 @@ def machine_info() -> dict[str, Any]:
         except md.PackageNotFoundError:
             versions[pkg] = None
     return {
-        "cpu_model": cpu_model(), "cpu_count": os.cpu_count(),
+        **machine_record(), "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(), "torch_interop_threads": torch.get_num_interop_threads(),
         "cuda": torch.cuda.is_available(), "platform": platform.platform(),
         "load_average": load_average(), "versions": versions,

@@ -11,4 +11,15 @@ Data: :mod:`~ragen2.repro.runs` (run directories as DataFrames), :mod:`~ragen2.r
 :mod:`~ragen2.repro.stats`, :mod:`~ragen2.repro.claim_tests`, :mod:`~ragen2.repro.verdicts`,
 :mod:`~ragen2.repro.claims`. Output: :mod:`~ragen2.repro.tables`, :mod:`~ragen2.repro.figure_style`,
 :mod:`~ragen2.repro.figures`, :mod:`~ragen2.repro.artifacts`.
+
+Importing this package pins the math kernels (:func:`ragen2.kernels.pin`) unless torch is imported already:
+every stage, notebook kernel and command of the reproduction gets the kernels the committed results were made
+with (``RAGEN2_KERNELS=native`` opts out).
 """
+
+import sys as _sys
+
+from ragen2 import kernels as _kernels
+
+if "torch" not in _sys.modules:
+    _kernels.pin()

@@ -40,14 +40,23 @@ def weights_sha256(policy_dir: str | Path) -> str:
 
 def _warm_start_row(cfg, path: Path) -> dict:
     """A warm start's recipe (from ``cfg``), its own greedy evaluation and build (``path/warm_start.json``; missing: a
-    MissingPathError naming it) and its weights hash; ``torch_threads`` and ``cpu_model`` are empty for a warm start
-    built before its report recorded them."""
+    MissingPathError naming it) and its weights hash; the machine columns are empty for a warm start built before its
+    report recorded them."""
     report = read_json(path / "warm_start.json")
     return {"env": cfg.env.name, "sft_steps": cfg.warm_start.steps,
             "template_fraction": cfg.warm_start.template_fraction, "sft_seed": cfg.warm_start.seed,
             "greedy_success": report["greedy_success"], "greedy_template_share": report["greedy_template_share"],
             "final_loss": report["final_loss"], "torch_threads": report.get("torch_threads"),
-            "cpu_model": report.get("cpu_model", ""), "weights_sha256": weights_sha256(path)}
+            **machine_columns(report), "weights_sha256": weights_sha256(path)}
+
+
+def machine_columns(report: dict) -> dict[str, str]:
+    """A build report's machine record (:func:`ragen2.kernels.machine_record`) as table cells: CPU model, the flags
+    it has of avx2/avx512f/amx, torch's kernel capability, the kernels' state, the BLAS."""
+    flags = report.get("cpu_flags") or {}
+    return {"cpu_model": report.get("cpu_model", ""), "cpu_flags": " ".join(f for f, on in flags.items() if on),
+            "torch_capability": report.get("torch_capability") or "", "kernels": report.get("kernels", ""),
+            "blas": report.get("blas", "")}
 
 
 def warm_start_table(run_dirs: Iterable[str | Path], cache_dir: str | Path) -> pd.DataFrame:
@@ -74,10 +83,11 @@ TABLE = "table_warm_starts"
 """The pipeline's warm-start table in ``paper_figures/`` (``.csv`` and ``.md``)."""
 PIPELINE_COLUMNS = ("realization", "warm_start", "studies", "runs", "env", "sft_steps", "template_fraction",
                     "sft_seed", "greedy_success", "greedy_template_share", "final_loss", "torch_threads",
-                    "cpu_model", "weights_sha256")
+                    "cpu_model", "cpu_flags", "torch_capability", "kernels", "blas", "weights_sha256")
 CAPTION = ("Every warm start of the pipeline, both realizations: the studies and number of runs it starts, SFT "
            "steps, template share of its corpus, SFT seed, greedy success and template share on 32 seeds, final "
-           "SFT loss, the torch threads and CPU model that built it, SHA-256 of its weights.")
+           "SFT loss, the machine that built it (torch threads, CPU model and flags, torch's kernel capability, "
+           "the kernels' state: avx2 = pinned, native or unpinned, the BLAS), SHA-256 of its weights.")
 
 
 def pipeline_warm_starts(params_path: str | Path = "params.yaml") -> pd.DataFrame:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import random
 import shutil
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ragen2.errors import MissingPathError, UserError
 from ragen2.fileio import write_json_atomic
 
 
@@ -78,15 +80,25 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
     pointer = Path(run_dir) / "checkpoints" / "latest.json"
     if not pointer.exists():
         return None
-    path = pointer.parent / json.loads(pointer.read_text())["file"]
+    try:
+        path = pointer.parent / json.loads(pointer.read_text())["file"]
+    except (ValueError, KeyError, TypeError):
+        raise UserError(f"{str(pointer)!r} is not a checkpoint pointer ({{\"file\": ...}}); delete it to start "
+                        "over") from None
     if not path.exists():
-        raise FileNotFoundError(f"{pointer} points at {path.name}, which does not exist")
+        raise MissingPathError(f"{pointer} points at {path.name}, which does not exist")
     return path
 
 
 def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """Read a checkpoint written by :func:`save_checkpoint` (it holds Python objects: trusted files only)."""
-    return torch.load(path, map_location=map_location, weights_only=False)
+    """Read a checkpoint written by :func:`save_checkpoint` (it holds Python objects: trusted files only); an
+    unreadable or truncated file is a UserError naming it."""
+    try:
+        return torch.load(path, map_location=map_location, weights_only=False)
+    except (OSError, EOFError, RuntimeError, pickle.UnpicklingError) as e:
+        raise UserError(f"checkpoint {str(path)!r} cannot be read ({type(e).__name__}: "
+                        f"{str(e).strip().splitlines()[0] if str(e).strip() else 'empty'}); delete it to start over "
+                        "(--no-resume) or point latest.json at an earlier one") from None
 
 
 def resumable_checkpoint(cfg, run_dir: Path, resume: bool) -> Path | None:

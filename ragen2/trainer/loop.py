@@ -64,6 +64,7 @@ from tqdm.auto import tqdm
 from ragen2.config import RunConfig, to_dict
 from ragen2.fileio import write_json_atomic
 from ragen2.filter import apply_filter, group_std, keep_rate_scale
+from ragen2.kernels import check_pinned
 from ragen2.metrics.collapse import collapse_due, collapse_metrics
 from ragen2.rundir import CONFIG, ENV, GRAD_ANALYSIS, SUMMARY, environment_info
 from ragen2.trainer.actor import update_actor
@@ -123,7 +124,9 @@ def train(cfg: RunConfig, run_dir: Path, init_policy: Path, *, resume: bool = Tr
         start_step, history, totals = ts.restore(load_checkpoint(ckpt_path, map_location=device))
     elapsed_before = float(totals.get("elapsed_s", 0.0))
     write_json_atomic(run_dir / CONFIG, to_dict(cfg))
-    write_json_atomic(run_dir / ENV, environment_info(actor))
+    env = environment_info(actor)
+    write_json_atomic(run_dir / ENV, env)
+    check_pinned(env, device=device.type)  # one line when the kernels are not the committed results'
     logger = RunLogger(run_dir, history, params=to_dict(cfg))
     timer = PhaseTimer(always=("rollout", "update", "diagnostics"))
 

@@ -68,13 +68,16 @@ def test_the_pipeline_table_lists_every_warm_start_of_both_realizations(tmp_path
         path.mkdir(parents=True)
         (path / "model.safetensors").write_bytes(bytes([i]))
         report = {"greedy_success": i / 10, "greedy_template_share": 0.25, "final_loss": 0.3, "torch_threads": 1,
-                  "cpu_model": "Some CPU"}
+                  "cpu_model": "Some CPU", "cpu_flags": {"avx2": True, "avx512f": i == 0, "amx_tile": False},
+                  "torch_capability": "AVX2", "kernels": "avx2", "blas": "MKL 2024.2"}
         (path / "warm_start.json").write_text(json.dumps(report))
     table = pipeline_warm_starts(tmp_path / "params.yaml")
     assert list(table.columns) == list(PIPELINE_COLUMNS)
     assert [tuple(r) for r in table[["realization", "warm_start"]].itertuples(index=False)] == [s[:2] for s in specs]
     assert table["greedy_success"].tolist() == [i / 10 for i in range(len(specs))]
     assert table["weights_sha256"].nunique() == len(specs) and set(table["cpu_model"]) == {"Some CPU"}
+    assert table["cpu_flags"].tolist() == ["avx2 avx512f"] + ["avx2"] * (len(specs) - 1)
+    assert set(table["torch_capability"]) == {"AVX2"} and set(table["kernels"]) == {"avx2"}
     assert set(table.loc[table["realization"] == "first", "sft_seed"]) == {0}
     assert set(table.loc[table["realization"] == "second", "sft_seed"]) == {1}
     first_train = pipeline["train"]
