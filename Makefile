@@ -9,6 +9,9 @@ TORCH_SPEC ?= torch==2.13.0
 # from pyproject.toml's ranges instead (e.g. with a CUDA torch), `make lock` refreshes the file.
 LOCK ?= requirements-cpu.lock
 CONSTRAINTS := $(if $(LOCK),-c $(LOCK))
+# The package's extras `make setup` installs: the reproduction, the TRL plug-in, the TensorBoard logger, the tests
+# (a practitioner's `pip install .` takes the core library alone; pyproject.toml lists each extra).
+EXTRAS ?= repro,trl,tensorboard,dev
 PROFILE ?=
 
 # Everything runs offline: no Hub downloads, no telemetry, no DVC analytics.
@@ -42,7 +45,7 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml $(LOCK)
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check $(CONSTRAINTS) "$(TORCH_SPEC)"
-	$(PY) -m pip install --quiet --disable-pip-version-check $(CONSTRAINTS) -e '.[dev]'
+	$(PY) -m pip install --quiet --disable-pip-version-check $(CONSTRAINTS) -e '.[$(EXTRAS)]'
 	@# DeepCoder's sandbox uses Debian's bubblewrap; install it when we can (root + apt).
 	@command -v bwrap >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null) ; } || \
@@ -161,7 +164,7 @@ LOCK_VENV ?= /tmp/ragen2-lock-venv
 lock:
 	rm -rf $(LOCK_VENV) && python3 -m venv $(LOCK_VENV)
 	$(LOCK_VENV)/bin/pip install --quiet --disable-pip-version-check "$(TORCH_SPEC)"
-	$(LOCK_VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(LOCK_VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[$(EXTRAS)]'
 	{ echo "# The exact environment of the committed results (CPU profile, Python $$($(LOCK_VENV)/bin/python -c 'import platform; print(platform.python_version())'), $$(uname -m)), used by \`make setup\` as pip"; \
 	  echo "# constraints. Refresh with \`make lock\` (a fresh venv from pyproject.toml's ranges, then pip freeze)."; \
 	  $(LOCK_VENV)/bin/pip freeze --exclude-editable --disable-pip-version-check; } > requirements-cpu.lock

@@ -43,6 +43,7 @@ import torch  # noqa: E402
 
 from ragen2.config import EnvConfig, RolloutConfig, RunConfig, WarmStartConfig, load_config  # noqa: E402
 from ragen2.filter import FilterConfig  # noqa: E402
+from ragen2.progress import show_progress  # noqa: E402
 from ragen2.warmstart import corpus_env, initial_policy, warm_start_key  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -65,9 +66,15 @@ SUMMARY_KEYS = ("reward", "reward_std", "frac_reward_zero_std", "filter/kept_cou
                 "filter/trained_rows", "loss", "grad_norm", "mi/mi_zscore_ema", "mi/collapse_alarm", "step_time")
 
 
+class HelpWithDefaults(argparse.ArgumentDefaultsHelpFormatter):
+    """argparse's defaults in the help, except where the help already says what the default is."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        return action.help if "(default:" in (action.help or "") else super()._get_help_string(action)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=HelpWithDefaults)
     p.add_argument("--model", default="tiny",
                    help="'tiny' (the warm-started tiny Llama, see above) or a model id / directory")
     p.add_argument("--params", type=Path, default=PARAMS, help="params.yaml whose base config to follow")
@@ -97,6 +104,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="torch CPU threads (0 = torch's default); one is fastest for the tiny model on a busy CPU")
     p.add_argument("--seed", type=int, default=0, help="seed of the run (env seeds, sampling, init)")
     p.add_argument("--output-dir", default=None, help="where logs go (default: a temporary directory)")
+    p.add_argument("--report-to", default="none", choices=("none", "tensorboard", "wandb"),
+                   help="TRL's logger besides the printed lines: tensorboard (in OUTPUT_DIR/trainer/runs) or wandb "
+                        "(offline mode: WANDB_MODE=offline unless set)")
     p.add_argument("--dvclive", default=None, help="also log to dvclive in this directory")
     return p.parse_args(argv)
 
@@ -173,6 +183,7 @@ def summary_line(step: int, log: dict) -> str:
 
 def main(argv: list[str] | None = None) -> list[dict]:
     args = parse_args(argv)
+    show_progress()  # the quick warm start's SFT steps and evaluation, as they go
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     from trl import GRPOConfig
@@ -185,6 +196,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
         make_env_rollout_func,
     )
 
+    if args.report_to == "wandb":
+        os.environ.setdefault("WANDB_MODE", "offline")
     cfg = example_config(args)
     rc = cfg.rollout
     output_dir = Path(args.output_dir or tempfile.mkdtemp(prefix="trl-snr-"))
@@ -195,7 +208,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     grpo_args = GRPOConfig(
         output_dir=str(output_dir / "trainer"), per_device_train_batch_size=args.num_prompts * args.group_size,
         num_generations=args.group_size, max_steps=args.steps, learning_rate=args.lr, loss_type=args.loss_type,
-        logging_steps=1, save_strategy="no", report_to="none", seed=args.seed, bf16=args.bf16,
+        logging_steps=1, save_strategy="no", report_to=args.report_to, seed=args.seed, bf16=args.bf16,
         use_cpu=not on_gpu, activation_checkpointing=False, max_completion_length=rc.max_new_tokens,
         disable_tqdm=True)
     snr = SNRFilterConfig(

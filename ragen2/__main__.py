@@ -50,6 +50,7 @@ import sys
 from pathlib import Path
 
 from ragen2.errors import UserError
+from ragen2.progress import show_progress
 
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
                "HF_HUB_DISABLE_TELEMETRY": "1", "DVC_NO_ANALYTICS": "1", "DVC_STUDIO_OFFLINE": "1",
@@ -568,6 +569,7 @@ def main(argv: list[str] | None = None) -> int:
     for key, value in OFFLINE_ENV.items():
         os.environ.setdefault(key, value)
     args = build_parser().parse_args(argv)
+    show_progress()  # warm-start steps, resume, evaluation: ragen2's INFO lines on stderr
     try:
         _pin_kernels()
         return args.func(args)

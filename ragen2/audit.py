@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -52,6 +53,8 @@ import pandas as pd
 
 from ragen2.filter import METRICS, FilterConfig, group_scores, select_groups
 from ragen2.markdown import to_markdown as _table_markdown
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_TOP_P_VALUES = (1.0, 0.98, 0.95, 0.9, 0.8, 0.6, 0.4)
 """The top-p values of the paper's top-p sweep (docs/method.md §7.2)."""
@@ -538,6 +541,8 @@ def audit(model, tokenizer, env_cfg, rollout_cfg, *, num_prompts: int, samples_p
         successes.append(batch.successes)
         lengths.append(np.array([t.response_length for t in batch.trajectories], dtype=np.float64)
                        .reshape(batch.env_groups, batch.group_size))
+        logger.info("audit: %d of %d prompt groups sampled (%d rollouts each)", min(start + chunk, num_prompts),
+                    num_prompts, samples_per_prompt)
     info = {"env": env_cfg.name, "env_kwargs": dict(env_cfg.kwargs), "temperature": rollout_cfg.temperature,
             "seed": seed, "env_seeds": seeds, "mean_response_tokens": float(np.concatenate(lengths).mean())}
     info.update(meta or {})

@@ -200,6 +200,10 @@ class RolloutConfig:
         ])
 
 
+REPORT_TO = ("dvclive", "tensorboard", "wandb")
+"""The metric loggers ``trainer.report_to`` can name (:mod:`ragen2.trainer.runlog`)."""
+
+
 @dataclass(frozen=True)
 class TrainerConfig:
     algo: str = "ppo"
@@ -270,6 +274,11 @@ class TrainerConfig:
     """Stop when in-group reward std stays below 10 % of its early baseline for 10 steps."""
     low_val_stop_patience: int = 5
     """Stop after this many consecutive validations with success < 0.01 (0 = never)."""
+    report_to: str = "auto"
+    """Where the per-step metrics go besides ``metrics.jsonl`` (always written): ``auto`` (dvclive when it is
+    installed, as with the ``repro`` extra: the pipeline's ``dvc plots`` read it), ``none``, or a comma-separated
+    list of ``dvclive`` (``<run_dir>/dvclive``), ``tensorboard`` (``<run_dir>/tensorboard``) and ``wandb`` (offline
+    mode, ``<run_dir>/wandb``; ``wandb sync`` uploads it later)."""
 
     def __post_init__(self) -> None:
         validate("trainer", self, [
@@ -286,6 +295,8 @@ class TrainerConfig:
             ("grad_clip", lambda v: v > 0, "> 0"), ("weight_decay", *at_least(0)),
             *[(name, *at_least(0)) for name in ("test_freq", "save_freq", "keep_every", "empty_stop_steps",
                                                   "low_val_stop_patience")],
+            ("report_to", lambda v: v in ("auto", "none") or set(v.split(",")) <= set(REPORT_TO),
+             f"auto, none or a comma-separated list of {', '.join(REPORT_TO)}"),
         ])
 
 

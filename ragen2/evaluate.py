@@ -19,6 +19,7 @@ START.json LABEL=END.json,END.json,... ...`` prints the table of several.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,8 @@ import numpy as np
 import pandas as pd
 
 from ragen2.config import RunConfig
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_EPISODES = 512
 """The paper's validation size (``val.env_groups`` x 1 trajectories)."""
@@ -145,6 +148,9 @@ def evaluate_policy(actor, tokenizer, cfg: RunConfig, *, policy: str, episodes: 
                                      greedy=temperature == 0)
             per_episode.extend((t.success, len(t.turns), sum(not turn.valid for turn in t.turns), t.response_length)
                                for t in batch.trajectories)
+        done = len(per_episode) // len(env_seeds)
+        logger.info("evaluate %s: sampling seed %d/%d done (%d episodes)", policy, done, len(sampling_seeds),
+                    len(per_episode))
     table = np.asarray(per_episode, dtype=np.float64).reshape(len(sampling_seeds), len(env_seeds), 4)
     return Evaluation(policy, temperature, env_seeds, [int(s) for s in sampling_seeds], table[..., 0],
                       table[..., 1], table[..., 2], table[..., 3])

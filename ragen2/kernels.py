@@ -39,6 +39,8 @@ REFERENCE_CAPABILITY = "AVX2"
 OPT_OUT = "RAGEN2_KERNELS"
 """``RAGEN2_KERNELS=native`` leaves every library its own choice (faster on AVX-512, other bits)."""
 MODES = ("avx2", "native")
+_requested = False
+"""Whether this process asked for the pin (:func:`pin`), as every entry point of the package does."""
 FLAGS = ("avx2", "avx512f", "amx_tile", "amx_bf16", "amx_int8")
 """The ``/proc/cpuinfo`` flags that decide which kernels the libraries would pick by themselves."""
 
@@ -84,6 +86,8 @@ def pin() -> dict[str, str]:
     """Set :data:`PINNED` in ``os.environ`` (a variable already set keeps its value) unless opted out or the CPU
     cannot take the pin; returns the variables it set. Warns when torch was imported already: the pin then
     comes too late for this process (its children still get it)."""
+    global _requested
+    _requested = True
     if mode() == "native" or not can_pin():
         return {}
     added = {k: v for k, v in PINNED.items() if k not in os.environ}
@@ -155,8 +159,10 @@ def mismatch(record: dict[str, Any]) -> str | None:
 
 def check_pinned(record: dict[str, Any] | None = None, *, device: str = "cpu") -> str | None:
     """Warn (``RuntimeWarning``, one line) when this process's kernels are not the pinned ones; returns the
-    line. Only CPU runs are checked: a GPU's float realization is its own."""
-    if device != "cpu":
+    line. Only where the pin was asked for (an entry point called :func:`pin`, or ``RAGEN2_KERNELS`` is set: a
+    practitioner's own training is not compared with the committed results) and on the CPU (a GPU's float
+    realization is its own)."""
+    if device != "cpu" or not (_requested or OPT_OUT in os.environ):
         return None
     line = mismatch(record if record is not None else machine_record())
     if line is not None:

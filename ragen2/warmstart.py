@@ -146,6 +146,7 @@ def train_sft(model, sequences: list[TokenizedConversation], *, steps: int, lr: 
     optimizer = adamw(model, lr=lr, weight_decay=0.0)
     warmup = max(1, min(20, steps // 10))
     order, cursor, losses = rng.permutation(len(sequences)), 0, []
+    started = time.perf_counter()
     model.train()
     for step in range(steps):
         if cursor + batch_size > len(order):
@@ -167,7 +168,8 @@ def train_sft(model, sequences: list[TokenizedConversation], *, steps: int, lr: 
         optimizer.step()
         losses.append(loss_sum / max(total, 1))
         if (step + 1) % LOG_EVERY == 0 or step + 1 == steps:
-            logger.info("warm start step %d/%d: loss %.4f", step + 1, steps, losses[-1])
+            logger.info("warm start step %d/%d: loss %.4f (%.0f s)", step + 1, steps, losses[-1],
+                        time.perf_counter() - started)
     model.eval()
     return losses
 
@@ -205,6 +207,8 @@ def warm_start(cfg: RunConfig, out_dir: Path, *, base_policy: Path) -> Path:
     start = time.perf_counter()
     model, tokenizer = load_policy(base_policy, dtype="float32", device=cfg.policy.device)
     check_pinned(device=next(model.parameters()).device.type)
+    logger.info("warm start %s: %d expert episodes of %s, then %d SFT steps", Path(out_dir).name, ws.num_episodes,
+                cfg.env.name, ws.steps)
     episodes = build_corpus(cfg)
     sequences = tokenize_corpus(tokenizer, episodes, cfg.rollout.max_context_tokens)
     with torch.random.fork_rng(devices=[]):
@@ -212,6 +216,7 @@ def warm_start(cfg: RunConfig, out_dir: Path, *, base_policy: Path) -> Path:
         losses = train_sft(model, sequences, steps=ws.steps, lr=ws.lr, batch_size=ws.batch_size,
                            seed=ws.seed, pad_id=int(tokenizer.pad_token_id))
     train_seconds = time.perf_counter() - start
+    logger.info("warm start %s: greedy evaluation on %d seeds", Path(out_dir).name, EVAL_SEEDS)
     report = {
         "steps": ws.steps,
         "final_loss": losses[-1] if losses else None,
@@ -238,6 +243,8 @@ def warm_start(cfg: RunConfig, out_dir: Path, *, base_policy: Path) -> Path:
             model.save_pretrained(tmp)
             tokenizer.save_pretrained(tmp)
         (tmp / "warm_start.json").write_text(json.dumps(report, indent=2) + "\n")
+        logger.info("warm start %s: greedy success %.3f, built in %.0f s", out_dir.name, report["greedy_success"],
+                    time.perf_counter() - start)
         if out_dir.exists():
             shutil.rmtree(out_dir)
         os.replace(tmp, out_dir)

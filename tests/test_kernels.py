@@ -75,8 +75,21 @@ def test_mismatch_names_what_differs_in_one_line():
     assert "\n" not in line and "AVX512" in line and "ATEN_CPU_CAPABILITY=None" in line
     assert line.endswith("RAGEN2_KERNELS=native is set")
     with pytest.warns(RuntimeWarning, match="torch CPU capability AVX512"):
-        assert kernels.check_pinned(native) == line
+        assert kernels.check_pinned(native) == line  # conftest.py asked for the pin
     assert kernels.check_pinned(native, device="cuda") is None  # a GPU's float realization is its own
+
+
+def test_a_process_that_never_asked_for_the_pin_is_not_warned(monkeypatch):
+    """A practitioner's own training (the library imported, no entry point) is not compared with our results."""
+    monkeypatch.setattr(kernels, "_requested", False)
+    monkeypatch.delenv(kernels.OPT_OUT, raising=False)
+    native = {"kernel_settings": dict.fromkeys(kernels.PINNED), "torch_capability": "AVX512", "kernels": "unpinned"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert kernels.check_pinned(native) is None
+    monkeypatch.setenv(kernels.OPT_OUT, "native")
+    with pytest.warns(RuntimeWarning):
+        kernels.check_pinned(native)
 
 
 def test_machine_record_names_the_cpu_its_flags_capability_settings_and_blas():

@@ -83,9 +83,14 @@ def test_loss_only_on_assistant_tokens(base_policy):
         assert float(sft_loss(model, ids, torch.ones_like(ids), torch.zeros_like(mask))) == 0.0
 
 
-def test_warm_start_end_to_end(base_policy, tmp_path):
+def test_warm_start_end_to_end(base_policy, tmp_path, caplog):
     cfg = _cfg(steps=4)
-    out = warm_start(cfg, tmp_path / "ws", base_policy=base_policy)
+    with caplog.at_level("INFO", logger="ragen2.warmstart"):
+        out = warm_start(cfg, tmp_path / "ws", base_policy=base_policy)
+    progress = [r.getMessage() for r in caplog.records]  # what `python -m ragen2 warmstart` prints on stderr
+    assert progress[0] == f"warm start ws: {cfg.warm_start.num_episodes} expert episodes of {cfg.env.name}, then 4 SFT steps"
+    assert progress[1].startswith("warm start step 4/4: loss ") and "greedy evaluation on 32 seeds" in progress[2]
+    assert progress[3].startswith("warm start ws: greedy success ")
     report = json.loads((out / "warm_start.json").read_text())
     assert report["steps"] == 4 and len(report["losses"]) == 4
     assert report["corpus_template_share"] == 0.25

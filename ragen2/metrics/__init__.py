@@ -6,10 +6,20 @@
 - ``ragen2.metrics.collapse``: sampling (prompt, reasoning) pairs from a rollout batch (docs/method.md §5.3)
   and the per-step ``collapse_*`` metrics.
 - ``ragen2.metrics.toy``: mixture policies with known I(X;Z), H(Z|X), H(Z) for teaching and tests.
+
+The scorers are loaded on first use (they import torch); the rest is numpy only.
 """
 
 from ragen2.metrics.mi import CollapseMonitor, CollapseWarning, MIRows, mi_proxies
-from ragen2.metrics.scoring import cross_logprobs, naive_cross_logprobs
 
 __all__ = ["mi_proxies", "CollapseMonitor", "CollapseWarning", "MIRows", "cross_logprobs",
            "naive_cross_logprobs"]
+
+
+def __getattr__(name: str):
+    """The scorers load torch and transformers: imported on first use, so the MI proxies stay numpy-only."""
+    if name in ("cross_logprobs", "naive_cross_logprobs"):
+        from ragen2.metrics import scoring
+
+        return getattr(scoring, name)
+    raise AttributeError(f"module 'ragen2.metrics' has no attribute {name!r}")

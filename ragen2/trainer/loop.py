@@ -6,7 +6,8 @@ update -> [gradient analysis] -> actor update -> validation -> log -> checkpoint
 
 The run directory's layout is :mod:`ragen2.rundir`'s.
 
-Metric names (one row per step in ``metrics.jsonl`` and dvclive; step 0 holds the first validation):
+Metric names (one row per step in ``metrics.jsonl`` and the ``trainer.report_to`` loggers; step 0 holds the first
+validation):
 
 - ``rollout/score_mean|score_std|score_max|score_min|success|response_length_mean|
   response_length_max|num_actions_mean|pass_at_group``: the unfiltered training batch;
@@ -53,6 +54,7 @@ Choices where the reference implementation (docs/method.md §9) is not followed 
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from pathlib import Path
@@ -90,11 +92,12 @@ from ragen2.trainer.pipeline import (
     val_seeds,
 )
 from ragen2.trainer.precision import autocast, model_device
-from ragen2.trainer.runlog import RunLogger
+from ragen2.trainer.runlog import RunLogger, resolve_report_to
 from ragen2.trainer.state import TrainingState
 from ragen2.trainer.timing import PhaseTimer
 
 TIMED_PHASES = ("rollout", "update", "diagnostics", "grad_analysis", "validation")
+log = logging.getLogger(__name__)
 
 
 def train(cfg: RunConfig, run_dir: Path, init_policy: Path, *, resume: bool = True,
@@ -109,8 +112,9 @@ def train(cfg: RunConfig, run_dir: Path, init_policy: Path, *, resume: bool = Tr
 
     t_start = time.perf_counter()
     run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
     tc, rc = cfg.trainer, cfg.rollout
+    resolve_report_to(tc.report_to)  # a logger that is not installed is named before anything starts
+    run_dir.mkdir(parents=True, exist_ok=True)
 
     # TRY NOT TO MODIFY: seeding, models, optimisers, resume from the latest checkpoint
     seed_everything(cfg.seed)
@@ -122,12 +126,13 @@ def train(cfg: RunConfig, run_dir: Path, init_policy: Path, *, resume: bool = Tr
     start_step, history, totals = 1, None, {"elapsed_s": 0.0}
     if (ckpt_path := resumable_checkpoint(cfg, run_dir, resume)) is not None:
         start_step, history, totals = ts.restore(load_checkpoint(ckpt_path, map_location=device))
+        log.info("resuming %s from step %d of %d (%s)", run_dir, start_step - 1, tc.steps, ckpt_path.name)
     elapsed_before = float(totals.get("elapsed_s", 0.0))
     write_json_atomic(run_dir / CONFIG, to_dict(cfg))
     env = environment_info(actor)
     write_json_atomic(run_dir / ENV, env)
     check_pinned(env, device=device.type)  # one line when the kernels are not the committed results'
-    logger = RunLogger(run_dir, history, params=to_dict(cfg))
+    logger = RunLogger(run_dir, history, params=to_dict(cfg), report_to=tc.report_to)
     timer = PhaseTimer(always=("rollout", "update", "diagnostics"))
 
     def compute():  # the run's autocast region for forward passes outside the update (none for fp32)

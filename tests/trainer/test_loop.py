@@ -261,3 +261,14 @@ def test_fp16_checkpointed_ppo_run_keeps_fp32_masters_and_resumes_exactly(tmp_pa
         json.dumps({"step": 1, "file": "step_000001.pt"}))
     train(cfg, tmp_path / "resumed", init, progress=False)
     assert _comparable(read_metrics(tmp_path / "resumed")) == _comparable(full)
+
+
+def test_a_resumed_run_says_from_which_step(tmp_path, cache_dir, caplog):
+    cfg = _cfg("trainer.algo=grpo", "trainer.steps=2", "trainer.report_to=none")
+    train(cfg, tmp_path / "run", initial_policy(cfg, cache_dir), progress=False)
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["checkpoints", "config.json", "env.json",
+                                                                     "metrics.jsonl", "summary.json"]
+    with caplog.at_level("INFO", logger="ragen2.trainer.loop"):
+        train(cfg, tmp_path / "run", initial_policy(cfg, cache_dir), progress=False)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"resuming {tmp_path / 'run'} from step 2 of 2 (step_000002.pt)"]
