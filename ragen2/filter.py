@@ -2,7 +2,7 @@
 
 A group of ``K`` rollouts whose rewards do not vary has zero group-normalised advantage: no task gradient, only
 regulariser pull and noise. The filter scores each group by the Bessel std of its rewards (the paper's reward
-variance, RV), keeps the high-signal ones (:func:`select_groups`) and rescales the loss (:func:`keep_rate_scale`);
+variance, RV), keeps the high-signal ones (:func:`select_groups`) and says how to scale the loss (:func:`loss_scales`);
 :func:`apply_filter` does it all and logs ``filter/...`` metrics (§4.9). Variants off the paper's path live in
 :mod:`ragen2.filter_variants`, reached by their option names."""
 
@@ -20,7 +20,7 @@ STRATEGIES = ("top_p", "top_k", *variants.STRATEGIES, "none")
 TOP_P_MODES = ("linear", "softmax")
 FILTER_TYPES = ("largest", *variants.FILTER_TYPES)
 METRICS = ("reward_std", *variants.METRICS)
-LOSS_SCALINGS = ("keep_rate", *variants.LOSS_SCALINGS, "none")
+LOSS_SCALINGS = ("none", "keep_rate", *variants.LOSS_SCALINGS)
 ZERO_SCORE_TOL = 1e-10  # a group score with |s| <= this counts as zero (include_zero)
 STD_ZERO_TOL = 1e-9  # a group std below this is float noise (the std of [0.1, 0.1, 0.1]) and is set to 0
 
@@ -41,8 +41,10 @@ class FilterConfig:
     """epsilon of the linear Top-p threshold ``p * sum(s) - eps``."""
     metric: str = "reward_std"
     """Group score: ``reward_std`` (Bessel std of the trajectory scores) or a variant's."""
-    loss_scaling: str = "keep_rate"
-    """``keep_rate`` (:func:`keep_rate_scale`) | ``none`` | a variant's."""
+    loss_scaling: str = "none"
+    """How a filtered step's loss is scaled by the keep rate rho = kept / all groups (:func:`loss_scales`): ``none``
+    (the reference implementation's runs) | ``keep_rate`` (the whole loss times rho, the paper's text) | a
+    variant's."""
     regularize_kept_only: bool = True
     """KL and entropy on kept groups only, as the paper (``False``: dropped rows get those terms, an ablation)."""
 
@@ -142,16 +144,23 @@ def select_groups(group_scores: np.ndarray, cfg: FilterConfig) -> np.ndarray:
     return np.array(sorted(kept), dtype=np.int64)
 
 
-def keep_rate_scale(kept: int, total: int, cfg: FilterConfig) -> float:
-    """The policy-gradient loss multiplier (not KL or entropy): ``rho = kept / total`` for ``keep_rate``, 1 for ``none``.
+def loss_scales(kept: int, total: int, cfg: FilterConfig) -> tuple[float, float]:
+    """``(task, regulariser)``: the multipliers of a filtered step's policy-gradient term and of its KL and entropy
+    terms, at keep rate ``rho = kept / total`` (docs/method.md §4.8).
 
-    The loss is a mean over the kept rows, so a kept row weighs ``1 / (rho N_all)``; ``rho`` restores ``1 / N_all``:
-    the filter changes *which* samples drive the step, not its size (docs/method.md §4.8)."""
+    ``none``: ``(1, 1)``. ``keep_rate``: ``(rho, rho)``, the whole loss. The loss is a mean over the kept rows, so a
+    kept row weighs ``1 / (rho N_all)``; ``rho`` restores ``1 / N_all`` for every term: a filtered step moves about
+    as far as an unfiltered one, and keeps the filter's higher task-to-regulariser ratio (the dropped groups carried
+    regulariser gradient and little task gradient). Scaling the task term alone would undo that ratio (the variant
+    ``keep_rate_task``)."""
     if total <= 0 or not 0 <= kept <= total:
         raise ValueError(f"need 0 <= kept <= total and total > 0, got kept={kept}, total={total}")
+    rho = kept / total
+    if cfg.loss_scaling == "none":
+        return 1.0, 1.0
     if cfg.loss_scaling == "keep_rate":
-        return float(kept / total)
-    return 1.0 if cfg.loss_scaling == "none" else variants.loss_scale(kept / total, cfg.loss_scaling)
+        return float(rho), float(rho)
+    return variants.loss_scales(rho, cfg.loss_scaling)
 
 
 @dataclass
@@ -196,5 +205,6 @@ def apply_filter(scores: np.ndarray, cfg: FilterConfig, successes: np.ndarray | 
         "filter/variance_mass_kept": float(reward_std[kept].sum()) / mass if mass > 0 else math.nan,
         "filter/reward_std_mean": float(reward_std.mean()),
         "filter/kept_reward_std_mean": float(reward_std[kept].mean()) if len(kept) else math.nan,
-        "filter/reward_mean": float(rewards.mean()), "filter/loss_scale": keep_rate_scale(len(kept), n, cfg)}
+        "filter/reward_mean": float(rewards.mean())}
+    metrics["filter/loss_scale"], metrics["filter/reg_scale"] = loss_scales(len(kept), n, cfg)
     return FilterOutcome(kept=kept, metrics=metrics, group_scores=per_group, reward_std=reward_std)

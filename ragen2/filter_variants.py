@@ -6,7 +6,11 @@
 - ``filter_type="smallest"``: rank low scores first (every strategy);
 - ``metric``: ``reward`` (group mean), ``reward_sum``, ``success_std`` (Bessel std of the 0/1 success flags),
   ``length`` (mean response tokens) instead of the reward std;
-- ``loss_scaling="sqrt_keep_rate"``: the loss multiplier ``sqrt(rho)`` instead of ``rho``.
+- ``loss_scaling="sqrt_keep_rate"``: the whole loss times ``sqrt(rho)`` instead of ``rho``;
+- ``loss_scaling="keep_rate_task"``: only the policy-gradient term times ``rho`` (the reference implementation's
+  optional advantage scaling). Where the dropped groups carry no task gradient (GRPO, DAPO, Dr. GRPO: their
+  advantages are 0), this gives a filtered step the task-to-regulariser gradient ratio of an unfiltered one: it
+  undoes the lever the filter exists for (docs/method.md §4.8). Kept to show that, not to be used.
 
 None of them is used by the paper's experiments; they are kept for ablations and for the TRL plug-in.
 """
@@ -20,7 +24,7 @@ import numpy as np
 STRATEGIES = ("top_k_abs", "min_p")
 FILTER_TYPES = ("smallest",)
 METRICS = ("reward", "reward_sum", "success_std", "length")
-LOSS_SCALINGS = ("sqrt_keep_rate",)
+LOSS_SCALINGS = ("sqrt_keep_rate", "keep_rate_task")
 MIN_P_TOL = 1e-10
 """Slack of the min_p comparisons."""
 
@@ -85,8 +89,10 @@ def select_groups(candidates: np.ndarray, s: np.ndarray, cfg) -> list[int]:
     raise ValueError(f"unknown filter strategy {cfg.strategy!r}")
 
 
-def loss_scale(rho: float, loss_scaling: str) -> float:
-    """The policy-gradient multiplier of a variant ``loss_scaling`` at keep rate ``rho``."""
+def loss_scales(rho: float, loss_scaling: str) -> tuple[float, float]:
+    """``(policy-gradient, KL and entropy)`` multipliers of a variant ``loss_scaling`` at keep rate ``rho``."""
     if loss_scaling == "sqrt_keep_rate":
-        return float(math.sqrt(rho))
+        return float(math.sqrt(rho)), float(math.sqrt(rho))
+    if loss_scaling == "keep_rate_task":
+        return float(rho), 1.0
     raise ValueError(f"unknown loss_scaling {loss_scaling!r}")

@@ -12,7 +12,7 @@ from ragen2.filter import (
     FilterConfig,
     apply_filter,
     group_scores,
-    keep_rate_scale,
+    loss_scales,
     select_groups,
 )
 
@@ -186,7 +186,9 @@ def test_apply_filter_metrics():
     assert m["filter/reward_std_mean"] == pytest.approx(sig.mean())
     assert m["filter/kept_reward_std_mean"] == pytest.approx(sig[3:].mean())
     assert m["filter/reward_mean"] == pytest.approx(rewards.mean())
-    assert m["filter/loss_scale"] == pytest.approx(0.4)
+    assert m["filter/loss_scale"] == m["filter/reg_scale"] == 1.0  # loss_scaling none (the default)
+    scaled = apply_filter(rewards, FilterConfig(strategy="top_k_abs", value=2, loss_scaling="keep_rate")).metrics
+    assert scaled["filter/loss_scale"] == scaled["filter/reg_scale"] == pytest.approx(0.4)
     assert m["filter/empty"] == 0.0
     assert all(k.startswith("filter/") for k in m)
 
@@ -196,7 +198,7 @@ def test_apply_filter_reasons_without_flags_and_empty_step():
     out = apply_filter(rewards, FilterConfig(value=0.9))
     assert out.kept.size == 0
     m = out.metrics
-    assert m["filter/empty"] == 1.0 and m["filter/loss_scale"] == 0.0
+    assert m["filter/empty"] == 1.0 and m["filter/loss_scale"] == 1.0  # nothing kept: no update (scaling none)
     assert (m["filter/dropped_all_success"], m["filter/dropped_all_fail"], m["filter/dropped_low_variance"]) \
         == (1, 2, 0)
     assert math.isnan(m["filter/variance_mass_kept"]) and math.isnan(m["filter/kept_reward_std_mean"])
@@ -212,15 +214,16 @@ def test_apply_filter_success_std_and_length_metrics():
     assert out.kept.tolist() == [1]
 
 
-def test_keep_rate_scale():
-    assert keep_rate_scale(2, 8, FilterConfig()) == 0.25
-    assert keep_rate_scale(2, 8, FilterConfig(loss_scaling="sqrt_keep_rate")) == 0.5
-    assert keep_rate_scale(2, 8, FilterConfig(loss_scaling="none")) == 1.0
-    assert keep_rate_scale(0, 8, FilterConfig()) == 0.0
+def test_loss_scales_of_the_whole_loss_and_of_the_task_alone():
+    keep_rate = FilterConfig(loss_scaling="keep_rate")
+    assert loss_scales(2, 8, keep_rate) == (0.25, 0.25) and loss_scales(0, 8, keep_rate) == (0.0, 0.0)
+    assert loss_scales(2, 8, FilterConfig(loss_scaling="sqrt_keep_rate")) == (0.5, 0.5)
+    assert loss_scales(2, 8, FilterConfig(loss_scaling="keep_rate_task")) == (0.25, 1.0)
+    assert loss_scales(2, 8, FilterConfig()) == (1.0, 1.0)  # default: none
     with pytest.raises(ValueError, match="9"):
-        keep_rate_scale(9, 8, FilterConfig())
+        loss_scales(9, 8, keep_rate)
     with pytest.raises(ValueError, match="0"):
-        keep_rate_scale(0, 0, FilterConfig())
+        loss_scales(0, 0, keep_rate)
 
 
 def test_is_noop():

@@ -249,7 +249,7 @@ def bench_update_half_keep(ctx: BenchContext, shape: Shape, *, reps: int, warmup
     """Update-phase seconds keeping half the groups (``top_k`` 0.5) over keeping all (``none``).
 
     Both run on the same rollout batch with the CPU default trainer (PPO) and the default filter
-    settings otherwise (``loss_scaling=keep_rate``; ``regularize_kept_only`` as configured unless
+    settings otherwise (``loss_scaling=none``; ``regularize_kept_only`` as configured unless
     given).
     """
     cfg = run_config(shape)
@@ -359,7 +359,7 @@ def bench_update_shared_prefix(ctx: BenchContext, shape: Shape, *, reps: int, wa
     tc = cfg.trainer
     mini = mini_batch_rows(cfg, len(batch), len(rollout))
     micro = min(tc.micro_batch_size, mini)
-    settings = loss_settings(cfg, task_scale=1.0)
+    settings = loss_settings(cfg)
     first = batch.select(range(min(micro, len(batch))))
     plain, _ = forward_logprobs(stepper.models.actor, first, with_entropy=False, share_prefix=False)
     shared, _ = forward_logprobs(stepper.models.actor, first, with_entropy=False, share_prefix=True)

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from ragen2.config import RunConfig
-from ragen2.filter import FilterConfig, apply_filter, keep_rate_scale
+from ragen2.filter import FilterConfig, apply_filter, loss_scales
 from ragen2.rollout import collect_rollouts
 from ragen2.rollout.prompt import THINK_OPEN
 from ragen2.rollout.types import RolloutBatch
@@ -100,7 +100,7 @@ class Ragen2Stepper:
             return metrics
         batch, batch_metrics = prepare_update_batch(self.models, train_rollout, kept, cfg, self.preset)
         metrics.update(batch_metrics)
-        settings = loss_settings(cfg, task_scale=keep_rate_scale(len(kept), rollout.env_groups, cfg.filter))
+        settings = loss_settings(cfg, loss_scales(len(kept), rollout.env_groups, cfg.filter))
         mini = mini_batch_rows(cfg, len(batch), len(rollout))
         micro = min(tc.micro_batch_size, mini)
         if self.models.critic is not None:

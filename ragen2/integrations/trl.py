@@ -32,9 +32,10 @@ Decisions (TRL constraints, see ``docs/trl.md``):
   loss mask and advantage 0, which add nothing to the loss or ``num_items_in_batch``.
 - ``num_items_in_batch`` is recomputed from the kept ``completion_mask * tool_mask``, gathered
   over processes, as TRL does before filtering.
-- *Loss scaling*: ``keep_rate`` / ``sqrt_keep_rate`` multiply the kept advantages by the keep rate
-  rho (or its square root) = kept groups / groups (:func:`ragen2.filter.keep_rate_scale`); only the
-  policy-gradient term is scaled.
+- *Loss scaling* (:func:`ragen2.filter.loss_scales`, keep rate rho = kept groups / groups): ``keep_rate`` /
+  ``sqrt_keep_rate`` multiply the whole loss (policy term and KL) by rho (or its square root), so a filtered
+  step keeps its higher task-to-regulariser ratio; the variant ``keep_rate_task`` multiplies the kept
+  advantages alone, which gives it back the ratio of an unfiltered step (docs/method.md §4.8).
 
 Logged into ``self._metrics["train"]`` (averaged per logging step by TRL): every ``filter/...``
 metric of :func:`ragen2.filter.apply_filter` that is finite (among them ``filter/kept_ratio``,
@@ -61,7 +62,7 @@ import torch
 from accelerate.utils import gather_object
 from trl import GRPOTrainer
 
-from ragen2.filter import FilterConfig, FilterOutcome, apply_filter, keep_rate_scale
+from ragen2.filter import FilterConfig, FilterOutcome, apply_filter, loss_scales
 from ragen2.integrations.trl_env import env_reward_func, make_env_dataset, make_env_rollout_func
 from ragen2.metrics import CollapseMonitor, cross_logprobs, mi_proxies
 from ragen2.metrics.collapse import CollapsePairs
@@ -85,7 +86,8 @@ class SNRFilterConfig:
     """Group scoring and selection (docs/method.md §4). ``strategy="none"`` (default) keeps every group. Its own
     ``loss_scaling`` is ignored: :attr:`loss_scaling` below is used instead."""
     loss_scaling: str = "none"
-    """``none`` | ``keep_rate`` | ``sqrt_keep_rate``: scale the kept advantages by rho or sqrt(rho)."""
+    """``none`` | ``keep_rate`` | ``sqrt_keep_rate``: the whole loss times rho or sqrt(rho) |
+    ``keep_rate_task``: the kept advantages alone times rho (:func:`ragen2.filter.loss_scales`)."""
     reward_func: str | None = None
     """Filter on this reward function's raw column (a name in ``trainer.reward_func_names``);
     None = the ``reward_weights``-weighted sum of all functions (the reward GRPO normalises)."""
@@ -299,6 +301,9 @@ class FilterStep:
     local_rows: int
     """Rows this process kept, padding included."""
     advantage_scale: float
+    """The kept advantages' multiplier (the policy term's share of the loss scaling)."""
+    loss_scale: float = 1.0
+    """The multiplier of the whole loss of this generation's micro-batches (:meth:`SNRFilterGRPOTrainer.compute_loss`)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -376,10 +381,12 @@ class SNRFilterGRPOTrainer(GRPOTrainer):
         if fallback:
             ranked = [int(np.argsort(-sign * outcome.group_scores, kind="stable")[0])]
         for name, value in outcome.metrics.items():
-            if name != "filter/loss_scale":
+            if name not in ("filter/loss_scale", "filter/reg_scale"):
                 self._log(name, value)
-        scale = keep_rate_scale(len(ranked), num_groups, cfg)
-        self._log("filter/loss_scale", scale)
+        task, whole = loss_scales(len(ranked), num_groups, cfg)
+        scale = task / whole if whole > 0 else 0.0  # the advantages' share; the loss takes ``whole``
+        self._log("filter/loss_scale", task)
+        self._log("filter/reg_scale", whole)
         self._log("filter/fallback_best_group", float(fallback))
 
         local_rows = output["completion_ids"].shape[0]
@@ -396,8 +403,14 @@ class SNRFilterGRPOTrainer(GRPOTrainer):
         self._log("filter/trained_rows", float(counts[0]))
         self._log("filter/pad_rows", float(counts[1]))
         self.last_filter = FilterStep(rewards=rewards, outcome=outcome, trained_groups=ranked,
-                                      local_rows=len(plan.index), advantage_scale=scale)
+                                      local_rows=len(plan.index), advantage_scale=scale, loss_scale=whole)
         return new
+
+    def compute_loss(self, model, inputs, *args, **kwargs):
+        """GRPO's loss, times the filter's whole-loss scale of the generation these rows came from."""
+        loss = super().compute_loss(model, inputs, *args, **kwargs)
+        scale = self.last_filter.loss_scale if self.last_filter is not None and self.model.training else 1.0
+        return loss * scale if scale != 1.0 and isinstance(loss, torch.Tensor) else loss
 
     def _gathered_successes(self, inputs: list[dict[str, Any]], shape: tuple[int, int]) -> np.ndarray:
         if any("success" not in row for row in inputs):

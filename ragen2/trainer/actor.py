@@ -52,7 +52,9 @@ class LossSettings:
     temperature: float = 1.0
     """Logits are divided by it (the rollout temperature), as the sampler did."""
     task_scale: float = 1.0
-    """Multiplier of the policy-gradient term (filter loss scaling)."""
+    """Multiplier of the policy-gradient term (the filter's loss scaling, :func:`ragen2.filter.loss_scales`)."""
+    reg_scale: float = 1.0
+    """Multiplier of the entropy and KL terms (the same)."""
     share_prefix: bool = True
     """The ragged forward (each distinct prompt once per micro-batch, each row up to its last trained token:
     :func:`forward_logprobs`); off only to benchmark it."""
@@ -163,7 +165,7 @@ def actor_terms(model: nn.Module, mb: UpdateBatch, s: LossSettings, denoms: dict
                         norm_const=s.norm_const)
     stats["entropy"] = float(ent_agg.detach())
     if want_entropy:
-        terms["entropy"] = -s.entropy_coef * ent_agg
+        terms["entropy"] = -s.reg_scale * s.entropy_coef * ent_agg
     if s.kl_coef != 0:
         if mb.ref_logp is None:
             raise ValueError("kl_coef != 0 but the batch has no reference log-probs (ref_logp)")
@@ -171,7 +173,7 @@ def actor_terms(model: nn.Module, mb: UpdateBatch, s: LossSettings, denoms: dict
                            denom=denoms["kl"], norm_const=s.norm_const)
         stats["kl"] = float(kl_agg.detach())
         if "kl" in components:
-            terms["kl"] = s.kl_coef * kl_agg
+            terms["kl"] = s.reg_scale * s.kl_coef * kl_agg
     return terms, stats
 
 

@@ -182,7 +182,7 @@ def analyze_checkpoint(run_dir: Path, *, env_groups: int | None = None, group_si
     rounds). Nothing is written.
     """
     from ragen2.config import apply_overrides
-    from ragen2.filter import apply_filter, group_std, keep_rate_scale
+    from ragen2.filter import apply_filter, group_std, loss_scales
     from ragen2.rollout.collect import collect_rollouts
     from ragen2.rundir import checkpoint_path, read_config
     from ragen2.trainer.algos import get_preset
@@ -222,7 +222,7 @@ def analyze_checkpoint(run_dir: Path, *, env_groups: int | None = None, group_si
     if not kept:
         raise RuntimeError("the filter kept no group of the analysis rollout")
     batch, _ = prepare_update_batch(models, train_rollout, kept, cfg, preset)
-    settings = loss_settings(cfg, keep_rate_scale(len(kept), rollout.env_groups, cfg.filter))
+    settings = loss_settings(cfg, loss_scales(len(kept), rollout.env_groups, cfg.filter))
     rv = dict(enumerate(group_std(train_rollout.scores).tolist()))
     return grad_analysis(models.actor, batch, rv, settings,
                          num_buckets=num_buckets or cfg.grad_analysis.num_buckets,

@@ -37,7 +37,7 @@ Choices where the reference implementation (docs/method.md §9) is not followed 
   but no policy-gradient or value loss (an ablation).
 - No duplicate-row padding to a multiple of ``lcm(env_groups, mini_batch)`` (docs/method.md §4.6). Instead,
   when ``filter.loss_scaling != none`` the mini-batch shrinks with the share of rows kept (the
-  paper's text), and the policy-gradient term is multiplied by :func:`ragen2.filter.keep_rate_scale`.
+  paper's text), and the loss terms are multiplied by :func:`ragen2.filter.loss_scales`.
 - Loss aggregation is exact over each mini-batch (denominators from the whole mini-batch), so it
   does not depend on ``micro_batch_size``; veRL aggregates per micro-batch.
 - Mini-batches hold whole prompt groups, in a seeded random group order per epoch
@@ -65,7 +65,7 @@ from tqdm.auto import tqdm
 
 from ragen2.config import RunConfig, to_dict
 from ragen2.fileio import write_json_atomic
-from ragen2.filter import apply_filter, group_std, keep_rate_scale
+from ragen2.filter import apply_filter, group_std, loss_scales
 from ragen2.kernels import check_pinned
 from ragen2.metrics.collapse import collapse_due, collapse_metrics
 from ragen2.rundir import CONFIG, ENV, GRAD_ANALYSIS, SUMMARY, environment_info
@@ -237,7 +237,7 @@ def update_step(ts: TrainingState, cfg: RunConfig, rollout, kept: list[int], env
     with timer.phase("update"):
         batch, batch_metrics = prepare_update_batch(models, rollout, kept, cfg, get_preset(tc.algo))
         metrics.update(batch_metrics)
-        settings = loss_settings(cfg, task_scale=keep_rate_scale(len(kept), env_groups, cfg.filter))
+        settings = loss_settings(cfg, loss_scales(len(kept), env_groups, cfg.filter))
         mini = mini_batch_rows(cfg, len(batch), env_groups * cfg.rollout.group_size)
         micro = min(tc.micro_batch_size, mini)
         metrics["train/mini_batch_rows"] = float(mini)

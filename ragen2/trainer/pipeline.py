@@ -135,19 +135,21 @@ def norm_constant(cfg: RunConfig) -> float:
     return float(cfg.rollout.max_new_tokens * turns)
 
 
-def loss_settings(cfg: RunConfig, task_scale: float = 1.0) -> LossSettings:
-    """The actor's :class:`LossSettings` for this run."""
+def loss_settings(cfg: RunConfig, scales: tuple[float, float] = (1.0, 1.0)) -> LossSettings:
+    """The actor's :class:`LossSettings` for this run; ``scales``: the filter's ``(task, regulariser)`` multipliers
+    (:func:`ragen2.filter.loss_scales`)."""
     return trainer_loss_settings(cfg.trainer, norm_const=norm_constant(cfg), temperature=cfg.rollout.temperature,
-                                 precision=run_precision(cfg), task_scale=task_scale)
+                                 precision=run_precision(cfg), scales=scales)
 
 
 def trainer_loss_settings(t: TrainerConfig, *, norm_const: float, temperature: float, precision: str,
-                          task_scale: float = 1.0) -> LossSettings:
+                          scales: tuple[float, float] = (1.0, 1.0)) -> LossSettings:
     """:class:`LossSettings` from the trainer section and the values that come from elsewhere in a run."""
     return LossSettings(agg_mode=resolve_agg_mode(t.algo, t.loss_agg_mode), clip_low=t.clip_low,
                         clip_high=t.clip_high, dual_clip=t.dual_clip, entropy_coef=t.entropy_coef,
                         entropy_scope=t.entropy_scope, kl_coef=t.kl_coef, kl_type=t.kl_type,
-                        norm_const=norm_const, temperature=temperature, task_scale=task_scale, precision=precision)
+                        norm_const=norm_const, temperature=temperature, task_scale=scales[0], reg_scale=scales[1],
+                        precision=precision)
 
 
 def prepare_update_batch(models: Models, rollout: RolloutBatch, kept_groups: list[int], cfg: RunConfig,

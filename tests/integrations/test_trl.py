@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from unittest.mock import patch
 
 import numpy as np
 import pytest
@@ -392,7 +393,18 @@ def test_trainer_filter_default_is_untouched_and_empty_keeps_best_group(tiny_pol
     kept = trainer._filter(output, [])
     assert trainer.last_filter.trained_groups == [3]  # largest Bessel std: group 3 ([2, 0, 2, 2])
     assert torch.equal(kept["completion_ids"], output["completion_ids"][12:16])
+    assert torch.equal(kept["advantages"], output["advantages"][12:16])  # keep_rate scales the whole loss ...
+    assert trainer.last_filter.loss_scale == 0.25
+    trainer.model.train()
+    unscaled = SNRFilterGRPOTrainer.__mro__[1].compute_loss
+    with patch.object(SNRFilterGRPOTrainer.__mro__[1], "compute_loss", lambda self, *a, **k: torch.tensor(2.0)):
+        assert float(trainer.compute_loss(trainer.model, kept)) == 0.5
+    assert SNRFilterGRPOTrainer.__mro__[1].compute_loss is unscaled
+    trainer.snr_config = SNRFilterConfig(filter=FilterConfig(strategy="top_k_abs", value=1),
+                                         loss_scaling="keep_rate_task")
+    kept = trainer._filter(output, [])  # ... keep_rate_task the kept advantages alone
     assert torch.allclose(kept["advantages"], 0.25 * output["advantages"][12:16])
+    assert trainer.last_filter.loss_scale == 1.0
     assert int(kept["num_items_in_batch"]) == int((output["completion_mask"][12:] * output["tool_mask"][12:]).sum())
 
     trainer.snr_config = SNRFilterConfig(filter=FilterConfig(strategy="top_p", value=0.5, include_zero=False))

@@ -67,7 +67,7 @@ def test_ppo_batch_has_values_returns_and_whitened_advantages():
 
 
 def test_mini_batch_shrinks_with_keep_rate_only_when_scaling():
-    cfg = apply_overrides(RunConfig(), ["trainer.mini_batch_size=32"])
+    cfg = apply_overrides(RunConfig(), ["trainer.mini_batch_size=32", "filter.loss_scaling=keep_rate"])
     assert mini_batch_rows(cfg, 48, 128) == 12
     assert mini_batch_rows(cfg, 128, 128) == 32
     none = apply_overrides(cfg, ["filter.loss_scaling=none"])
