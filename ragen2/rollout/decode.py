@@ -8,8 +8,8 @@ positions) -> logits`` and ``step.keep(rows)`` when rows stop):
 - :class:`LlamaStep`: the same arithmetic for a Llama-architecture model in float32 on the CPU (the tiny CPU
   policy), in fewer operations: a cache preallocated for every new token and written in place, the query, key
   and value projections (and the gate and up projections) as one matrix product each, torch's fused RMSNorm and
-  the rotary tables of every position computed once (a CPU-profile training rollout: 0.29 to 0.25 s, the
-  README's Performance section). On this CPU the two give the same logits bit for bit
+  the rotary tables of every position computed once (a CPU-profile training rollout: 0.29 to 0.25 s,
+  docs/performance.md). On this CPU the two give the same logits bit for bit
   (tests/rollout/test_decode.py compares them step by step and through the backend), so the sampled tokens and
   everything downstream are unchanged.
 
