@@ -59,7 +59,8 @@ def fixed_training(work_dir: Path) -> dict[str, Any]:
     from ragen2 import kernels
     from ragen2.config import RunConfig, apply_overrides
     from ragen2.policy import load_policy
-    from ragen2.trainer.checkpoint import latest_checkpoint, load_checkpoint
+    from ragen2.rundir import latest_checkpoint
+    from ragen2.trainer.checkpoint import load_checkpoint
     from ragen2.trainer.loop import train
     from ragen2.trainer.runlog import read_metrics
     from ragen2.warmstart import initial_policy

@@ -230,7 +230,7 @@ class TrainerConfig:
     gradient_checkpointing: bool = False
     """Activation checkpointing of the trained models: each decoder layer keeps only its input and is recomputed in
     the backward pass (about a third more compute, a fraction of the activation memory). The gradient passes then
-    run every row's whole prompt (:mod:`ragen2.trainer.activation_checkpointing` says why)."""
+    run every row's whole prompt (:mod:`ragen2.model.activation_checkpointing` says why)."""
     ppo_epochs: int = 1
     """Passes over the batch per step."""
     clip_low: float = 0.2

@@ -109,15 +109,27 @@ def evaluation_seeds(cfg: RunConfig, episodes: int = DEFAULT_EPISODES) -> list[i
     return [cfg.rollout.val_seed + i for i in range(episodes)]
 
 
-def load_run_policy(run_dir: Path, checkpoint: str = "latest", cache_dir: Path = Path("data/cache")):
-    """``(cfg, actor, tokenizer)``: the run's actor at ``checkpoint`` (:func:`ragen2.rundir.load_run_policy`).
+def load_run_policy(run_dir: str | Path, checkpoint: str = "latest", cache_dir: str | Path = "data/cache"):
+    """``(cfg, actor, tokenizer)``: the run's actor at ``checkpoint``, in eval mode.
 
-    ``checkpoint`` is ``"latest"``, ``"initial"`` (the policy the run started from: its warm start) or a
-    step number whose checkpoint was kept.
+    ``checkpoint`` is ``"latest"``, ``"mid"``, ``"initial"`` (the policy the run started from: its warm start) or
+    a step number whose checkpoint was kept (:func:`ragen2.rundir.checkpoint_path`). An unreadable checkpoint fails
+    before any model is built.
     """
-    from ragen2.rundir import load_run_policy as load
+    from ragen2.policy import load_policy
+    from ragen2.rundir import checkpoint_path, read_config
+    from ragen2.trainer.checkpoint import load_checkpoint
+    from ragen2.warmstart import initial_policy
 
-    return load(run_dir, checkpoint, cache_dir)
+    cfg = read_config(run_dir)
+    path = checkpoint_path(run_dir, checkpoint)
+    actor = None if path is None else load_checkpoint(path)["actor"]
+    model, tokenizer = load_policy(initial_policy(cfg, Path(cache_dir)), dtype=cfg.policy.dtype,
+                                   device=cfg.policy.device)
+    if actor is not None:
+        model.load_state_dict(actor)
+    model.eval()
+    return cfg, model, tokenizer
 
 
 def evaluate_policy(actor, tokenizer, cfg: RunConfig, *, policy: str, episodes: int = DEFAULT_EPISODES,

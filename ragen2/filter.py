@@ -3,8 +3,23 @@
 A group of ``K`` rollouts whose rewards do not vary has zero group-normalised advantage: no task gradient, only
 regulariser pull and noise. The filter scores each group by the Bessel std of its rewards (the paper's reward
 variance, RV), keeps the high-signal ones (:func:`select_groups`) and says how to scale the loss (:func:`loss_scales`);
-:func:`apply_filter` does it all and logs ``filter/...`` metrics (§4.9). Variants off the paper's path live in
-:mod:`ragen2.filter_variants`, reached by their option names."""
+:func:`apply_filter` does it all and logs ``filter/...`` metrics (§4.9).
+
+Variants beyond the paper's path, reached by their option names (at the end of the module; none is used by the
+paper's experiments, they are kept for ablations and the TRL plug-in):
+
+- ``strategy="top_k_abs"``: keep the ``int(value)`` best groups (a count, not a fraction);
+- ``strategy="min_p"``: keep groups scoring at least ``value * max(s)`` (``largest``), or at most
+  ``min(s) / value`` (``smallest``), with ``value`` in (0, 1];
+- ``filter_type="smallest"``: rank low scores first (every strategy);
+- ``metric``: ``reward`` (group mean), ``reward_sum``, ``success_std`` (Bessel std of the 0/1 success flags),
+  ``length`` (mean response tokens) instead of the reward std;
+- ``loss_scaling="sqrt_keep_rate"``: the whole loss times ``sqrt(rho)`` instead of ``rho``;
+- ``loss_scaling="keep_rate_task"``: only the policy-gradient term times ``rho`` (the reference implementation's
+  optional advantage scaling). Where the dropped groups carry no task gradient (GRPO, DAPO, Dr. GRPO: their
+  advantages are 0), this gives a filtered step the task-to-regulariser gradient ratio of an unfiltered one: it
+  undoes the lever the filter exists for (docs/method.md §4.8). Kept to show that, not to be used.
+"""
 
 from __future__ import annotations
 
@@ -13,14 +28,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ragen2 import filter_variants as variants
 from ragen2.checks import at_least, between, one_of, validate
 
-STRATEGIES = ("top_p", "top_k", *variants.STRATEGIES, "none")
+VARIANT_STRATEGIES = ("top_k_abs", "min_p")
+STRATEGIES = ("top_p", "top_k", *VARIANT_STRATEGIES, "none")
 TOP_P_MODES = ("linear", "softmax")
-FILTER_TYPES = ("largest", *variants.FILTER_TYPES)
-METRICS = ("reward_std", *variants.METRICS)
-LOSS_SCALINGS = ("none", "keep_rate", *variants.LOSS_SCALINGS)
+FILTER_TYPES = ("largest", "smallest")
+METRICS = ("reward_std", "reward", "reward_sum", "success_std", "length")
+LOSS_SCALINGS = ("none", "keep_rate", "sqrt_keep_rate", "keep_rate_task")
+MIN_P_TOL = 1e-10  # slack of the min_p comparisons
 ZERO_SCORE_TOL = 1e-10  # a group score with |s| <= this counts as zero (include_zero)
 STD_ZERO_TOL = 1e-9  # a group std below this is float noise (the std of [0.1, 0.1, 0.1]) and is set to 0
 
@@ -49,7 +65,7 @@ class FilterConfig:
     """KL and entropy on kept groups only, as the paper (``False``: dropped rows get those terms, an ablation)."""
 
     def __post_init__(self) -> None:
-        rule = variants.value_rule(self.strategy) if self.strategy in variants.STRATEGIES else between(0, 1, open_low=True)
+        rule = _variant_value_rule(self.strategy) if self.strategy in VARIANT_STRATEGIES else between(0, 1, open_low=True)
         validate("filter", self, [
             ("strategy", *one_of(STRATEGIES)), ("top_p_mode", *one_of(TOP_P_MODES)), ("filter_type", *one_of(FILTER_TYPES)),
             ("metric", *one_of(METRICS)), ("loss_scaling", *one_of(LOSS_SCALINGS)), ("selection_eps", *at_least(0)),
@@ -81,7 +97,7 @@ def group_std(values: np.ndarray) -> np.ndarray:
 
 def group_scores(values: np.ndarray, metric: str = "reward_std", successes: np.ndarray | None = None) -> np.ndarray:
     """``[G]`` scores from ``[G, K]`` trajectory scores: their Bessel std (``reward_std``) or a variant's metric."""
-    return group_std(values) if metric == "reward_std" else variants.group_scores(values, metric, successes)
+    return group_std(values) if metric == "reward_std" else _variant_group_scores(values, metric, successes)
 
 
 def ranked(candidates: np.ndarray, scores: np.ndarray, largest: bool = True) -> np.ndarray:
@@ -140,7 +156,7 @@ def select_groups(group_scores: np.ndarray, cfg: FilterConfig) -> np.ndarray:
     elif cfg.strategy == "top_k":
         kept = ranked(candidates, s, largest)[:min(max(int(cfg.value * len(s)), 1), candidates.size)].tolist()
     else:
-        kept = variants.select_groups(candidates, s, cfg)
+        kept = _variant_select(candidates, s, cfg)
     return np.array(sorted(kept), dtype=np.int64)
 
 
@@ -160,7 +176,7 @@ def loss_scales(kept: int, total: int, cfg: FilterConfig) -> tuple[float, float]
         return 1.0, 1.0
     if cfg.loss_scaling == "keep_rate":
         return float(rho), float(rho)
-    return variants.loss_scales(rho, cfg.loss_scaling)
+    return _variant_loss_scales(rho, cfg.loss_scaling)
 
 
 @dataclass
@@ -183,9 +199,9 @@ def apply_filter(scores: np.ndarray, cfg: FilterConfig, successes: np.ndarray | 
     rewards = as_matrix(scores, "scores")
     if rewards.shape[1] < 2:
         raise ValueError(f"filtering needs group_size >= 2, got scores of shape {rewards.shape}")
-    flags = None if successes is None else variants.same_shape(successes, rewards, "successes")
+    flags = None if successes is None else _same_shape(successes, rewards, "successes")
     per_group = (group_std(rewards) if cfg.metric == "reward_std"
-                 else variants.metric_scores(rewards, cfg.metric, flags, lengths))
+                 else _variant_metric_scores(rewards, cfg.metric, flags, lengths))
     kept = select_groups(per_group, cfg)
     reward_std = group_std(rewards)
     dropped = np.setdiff1d(np.arange(rewards.shape[0]), kept)
@@ -208,3 +224,69 @@ def apply_filter(scores: np.ndarray, cfg: FilterConfig, successes: np.ndarray | 
         "filter/reward_mean": float(rewards.mean())}
     metrics["filter/loss_scale"], metrics["filter/reg_scale"] = loss_scales(len(kept), n, cfg)
     return FilterOutcome(kept=kept, metrics=metrics, group_scores=per_group, reward_std=reward_std)
+
+
+# ---------------------------------------------------------------------------------------------
+# Variants beyond the paper's path
+# ---------------------------------------------------------------------------------------------
+def _variant_value_rule(strategy: str):
+    """``(predicate, what is allowed)`` for ``FilterConfig.value`` under a variant strategy."""
+    if strategy == "top_k_abs":
+        return (lambda v: v >= 1), ">= 1 (a number of groups)"
+    return (lambda v: 0 < v <= 1), "in (0, 1]"
+
+
+def _same_shape(values, like: np.ndarray, name: str) -> np.ndarray:
+    """``values`` as a matrix of the shape of ``like`` (the rewards)."""
+    arr = as_matrix(values, name)
+    if arr.shape != like.shape:
+        raise ValueError(f"{name} shape {arr.shape} != scores shape {like.shape}")
+    return arr
+
+
+def _variant_group_scores(values: np.ndarray, metric: str, successes: np.ndarray | None = None) -> np.ndarray:
+    """``[G]`` scores of a variant metric from ``[G, K]`` values (rewards, or token counts for ``length``)."""
+    if metric == "success_std":
+        if successes is None:
+            raise ValueError("metric 'success_std' needs the success flags (successes=None was given)")
+        return group_std(successes)
+    arr = as_matrix(values, "values")
+    if metric in ("reward", "length"):
+        return arr.mean(axis=1)
+    if metric == "reward_sum":
+        return arr.sum(axis=1)
+    raise ValueError(f"unknown group metric {metric!r}; known: {', '.join(METRICS)}")
+
+
+def _variant_metric_scores(rewards: np.ndarray, metric: str, successes: np.ndarray | None,
+                  lengths: np.ndarray | None) -> np.ndarray:
+    """The per-group scores :func:`apply_filter` selects on for a variant metric."""
+    if metric != "length":
+        return _variant_group_scores(rewards, metric, successes)
+    if lengths is None:
+        raise ValueError("metric 'length' needs the response lengths (lengths=None was given)")
+    return _variant_group_scores(_same_shape(lengths, rewards, "lengths"), "length")
+
+
+def _variant_select(candidates: np.ndarray, s: np.ndarray, cfg) -> list[int]:
+    """Kept group indices (unsorted) for the variant strategies ``top_k_abs`` and ``min_p``."""
+    largest = cfg.filter_type == "largest"
+    if cfg.strategy == "top_k_abs":
+        return ranked(candidates, s, largest)[:min(max(int(cfg.value), 1), candidates.size)].tolist()
+    if cfg.strategy == "min_p":
+        cs = s[candidates]
+        if largest:
+            mask = cs >= cfg.value * cs.max() - MIN_P_TOL
+        else:
+            mask = cs <= cs.min() / (cfg.value + MIN_P_TOL) + MIN_P_TOL
+        return candidates[mask].tolist()
+    raise ValueError(f"unknown filter strategy {cfg.strategy!r}")
+
+
+def _variant_loss_scales(rho: float, loss_scaling: str) -> tuple[float, float]:
+    """``(policy-gradient, KL and entropy)`` multipliers of a variant ``loss_scaling`` at keep rate ``rho``."""
+    if loss_scaling == "sqrt_keep_rate":
+        return float(math.sqrt(rho)), float(math.sqrt(rho))
+    if loss_scaling == "keep_rate_task":
+        return float(rho), 1.0
+    raise ValueError(f"unknown loss_scaling {loss_scaling!r}")

@@ -8,7 +8,7 @@ AVX2 branch on Intel CPUs only), which makes one seed give the same bits on any 
 server and laptop of the last decade), Intel or AMD, with or without AVX-512. MKL's vendor-neutral branch is the
 slow part: about twice the time of a CPU-profile training step (``python -m ragen2.bench.ab --kernels``). One MKL
 path stays vendor-dependent under the pin, the square root of large tensors, so the trainer's AdamW uses torch's
-fused kernel (:func:`ragen2.trainer.optim.adamw`).
+fused kernel (:func:`ragen2.model.optim.adamw`).
 
 The pin is three environment variables, read once per process when each library first runs, so :func:`pin` must
 run before torch is imported: the command-line entry points (``python -m ragen2``, ``python -m ragen2.repro...``,

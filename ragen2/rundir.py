@@ -9,10 +9,12 @@
         metrics.jsonl      one JSON row per step (``ragen2.trainer.runlog``)
         grad_analysis.csv  the RV-bucketed gradient norms (when ``grad_analysis.enabled``)
         dvclive/           the same metrics for DVC and dvclive
-        checkpoints/       step_NNNNNN.pt and latest.json (``ragen2.trainer.checkpoint``)
+        checkpoints/       step_NNNNNN.pt (the training state, ``ragen2.trainer.checkpoint``) and latest.json
+                           (``{"step": N, "file": "step_NNNNNN.pt"}``: the newest)
 
 Every module that reads a run directory (the trainer's resume check, ``evaluate``, the reproduction
-layer) goes through the functions here, so the layout is written down once.
+layer) goes through the functions here, so the layout is written down once. Nothing here loads a model: a run's
+policy at a checkpoint is :func:`ragen2.evaluate.load_run_policy`.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ragen2.config import RunConfig, flatten, from_dict, to_dict
-from ragen2.errors import MissingPathError
+from ragen2.errors import MissingPathError, UserError
 from ragen2.kernels import machine_record
 
 CONFIG = "config.json"
@@ -35,6 +37,7 @@ SUMMARY = "summary.json"
 METRICS = "metrics.jsonl"
 GRAD_ANALYSIS = "grad_analysis.csv"
 CHECKPOINTS = "checkpoints"
+LATEST = "latest.json"
 
 
 def read_json(path: str | Path) -> dict[str, Any]:
@@ -113,11 +116,40 @@ def environment_info(model) -> dict[str, Any]:
     }
 
 
+def checkpoint_name(step: int) -> str:
+    """The checkpoint file of ``step`` in ``checkpoints/``."""
+    return f"step_{step:06d}.pt"
+
+
+def checkpoint_step(path: Path) -> int:
+    """The step of a checkpoint file (:func:`checkpoint_name`'s inverse)."""
+    return int(Path(path).stem.removeprefix("step_"))
+
+
+def kept_checkpoints(run_dir: str | Path) -> dict[int, Path]:
+    """Step -> checkpoint file of every checkpoint on disk (the latest and those ``keep_every`` kept)."""
+    ckpt_dir = Path(run_dir) / CHECKPOINTS
+    return dict(sorted((checkpoint_step(p), p) for p in ckpt_dir.glob("step_*.pt"))) if ckpt_dir.is_dir() else {}
+
+
+def latest_checkpoint(run_dir: str | Path) -> Path | None:
+    """The file ``latest.json`` points at, or ``None`` if the run has no checkpoint."""
+    pointer = Path(run_dir) / CHECKPOINTS / LATEST
+    if not pointer.exists():
+        return None
+    try:
+        path = pointer.parent / json.loads(pointer.read_text())["file"]
+    except (ValueError, KeyError, TypeError):
+        raise UserError(f"{str(pointer)!r} is not a checkpoint pointer ({{\"file\": ...}}); delete it to start "
+                        "over") from None
+    if not path.exists():
+        raise MissingPathError(f"{pointer} points at {path.name}, which does not exist")
+    return path
+
+
 def checkpoint_path(run_dir: str | Path, checkpoint: str = "latest") -> Path | None:
     """The checkpoint file of ``checkpoint``: ``latest``, ``mid`` (the kept one nearest half the latest step),
     ``initial`` (None: the policy the run started from) or a kept step number."""
-    from ragen2.trainer.checkpoint import kept_checkpoints, latest_checkpoint
-
     run_dir = Path(run_dir)
     if checkpoint == "initial":
         return None
@@ -138,20 +170,3 @@ def checkpoint_path(run_dir: str | Path, checkpoint: str = "latest") -> Path | N
     except (ValueError, KeyError):
         raise ValueError(f"checkpoint {checkpoint!r} is not 'latest', 'mid', 'initial' or a kept step "
                          f"of {run_dir} ({sorted(kept)})") from None
-
-
-def load_run_policy(run_dir: str | Path, checkpoint: str = "latest", cache_dir: str | Path = "data/cache"):
-    """``(cfg, model, tokenizer)``: a run's actor at ``checkpoint`` (see :func:`checkpoint_path`), in eval mode."""
-    from ragen2.policy import load_policy
-    from ragen2.trainer.checkpoint import load_checkpoint
-    from ragen2.warmstart import initial_policy
-
-    cfg = read_config(run_dir)
-    path = checkpoint_path(run_dir, checkpoint)
-    actor = None if path is None else load_checkpoint(path)["actor"]  # an unreadable file fails before the model
-    model, tokenizer = load_policy(initial_policy(cfg, Path(cache_dir)), dtype=cfg.policy.dtype,
-                                   device=cfg.policy.device)
-    if actor is not None:
-        model.load_state_dict(actor)
-    model.eval()
-    return cfg, model, tokenizer

@@ -27,14 +27,14 @@ import torch.nn.functional as F
 from ragen2 import envs
 from ragen2.config import EnvConfig, RunConfig, to_dict
 from ragen2.kernels import check_pinned, machine_record
+from ragen2.model.optim import adamw
+from ragen2.model.prefix import head_on_hidden, ragged_forward
 from ragen2.policy import load_policy, resolve_policy
 from ragen2.quiet import quiet_unless_terminal
 from ragen2.rollout.collect import collect_rollouts
 from ragen2.rollout.expert import TEMPLATE_THINKS, ExpertEpisode, expert_episode, is_template
 from ragen2.rollout.prompt import resolve_limits
 from ragen2.rollout.sequence import TokenizedConversation, fit_context, tokenize_conversations
-from ragen2.trainer.optim import adamw
-from ragen2.trainer.prefix import head_on_hidden, ragged_forward
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ def sft_nll_sum(model, ids: torch.Tensor, attention: torch.Tensor, targets: torc
     """Summed next-token NLL over the positions where ``targets`` is 1, and their count.
 
     The LM head runs only on those positions (assistant tokens are a minority of each sequence), and the body runs
-    as a ragged forward (:func:`ragen2.trainer.prefix.ragged_forward`): the prefix every row shares (the system
+    as a ragged forward (:func:`ragen2.model.prefix.ragged_forward`): the prefix every row shares (the system
     message) once, then each row up to its last assistant token; where it cannot (a model whose logits are not its
     head on its hidden states, or that takes no cache), the plain forward.
     """

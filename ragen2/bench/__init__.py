@@ -24,7 +24,7 @@ repetitions alternate so that machine noise hits both):
 - ``scoring_speedup_vs_naive``: seconds of ``naive_cross_logprobs`` over ``cross_logprobs``;
 - ``update_speedup_shared_prefix``: seconds of the critic + actor updates with the plain padded forward
   over those with the ragged forward (each distinct prompt once per micro-batch, each row up to its last
-  trained token: :mod:`ragen2.trainer.prefix`), same batch, the CPU profile's PPO trainer and rollout shape;
+  trained token: :mod:`ragen2.model.prefix`), same batch, the CPU profile's PPO trainer and rollout shape;
 - ``step_over_floor_grpo``, ``step_over_floor_ppo``: seconds per step of a whole CPU-profile run (the main
   study's run of that algorithm from ``--params``, its warm start built if missing; MI diagnostics, gradient
   analysis, validation, logging and checkpoints at their frequencies) over the step's compute floor, one

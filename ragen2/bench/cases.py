@@ -385,7 +385,7 @@ def bench_update_shared_prefix(ctx: BenchContext, shape: Shape, *, reps: int, wa
         max_abs_diff=float(((plain - shared) * first.loss_mask).abs().max().detach()),
         baseline_name="update_critic + update_actor, every row's prompt run per row",
         candidate_name="update_critic + update_actor, the ragged forward: each distinct prompt once per micro-batch, "
-                       "each row up to its last trained token (ragen2.trainer.prefix)")
+                       "each row up to its last trained token (ragen2.model.prefix)")
     return comparison
 
 

@@ -119,7 +119,7 @@ def update_floor(body: torch.nn.Module, problem: FloorProblem, pad_id: int, head
     """One forward + backward of ``body`` over the distinct tokens: the prompts once (left-padded, a KV cache),
     gathered to their rows, then every row's response on top; ``head`` (the LM head: log-softmax and the
     response tokens' log-probs) or a sum of the last hidden states (a value head's cost is negligible)."""
-    from ragen2.trainer.prefix import cache_kwarg
+    from ragen2.model.prefix import cache_kwarg
 
     ids, mask = _left_padded(problem.prompts, pad_id)
     prefix = body(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp_min(0),
@@ -144,7 +144,7 @@ def update_floor(body: torch.nn.Module, problem: FloorProblem, pad_id: int, head
 def decode_floor(model: torch.nn.Module, problem: FloorProblem, pad_id: int) -> int:
     """Prefill the distinct prompts once, then one cached forward per generated position of the rows still
     generating there (``model``'s own forward and cache); returns the number of forwards."""
-    from ragen2.trainer.prefix import cache_kwarg
+    from ragen2.model.prefix import cache_kwarg
 
     ids, mask = _left_padded(problem.prompts, pad_id)
     out = model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp_min(0),

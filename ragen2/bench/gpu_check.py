@@ -40,14 +40,14 @@ import torch
 from ragen2.bench.arch import ARCHS, Arch, build_random_model
 from ragen2.bench.memory import GB, BatchShape, estimate_memory
 from ragen2.config import TrainerConfig
+from ragen2.model import activation_checkpointing
+from ragen2.model.optim import adamw
 from ragen2.rollout.backends import HFBackend
 from ragen2.rollout.types import Trajectory
-from ragen2.trainer import activation_checkpointing
 from ragen2.trainer.actor import update_actor
 from ragen2.trainer.algos import get_preset
 from ragen2.trainer.batch import build_batch
 from ragen2.trainer.critic import ValueModel, update_critic
-from ragen2.trainer.optim import adamw
 from ragen2.trainer.pipeline import Models, attach_update_targets, trainer_loss_settings
 from ragen2.trainer.precision import autocast
 

@@ -31,8 +31,8 @@ import numpy as np
 import torch
 from transformers.cache_utils import Cache, DynamicLayer
 
+from ragen2.model.prefix import cache_kwarg, head_on_hidden
 from ragen2.rollout.decode import cache_of
-from ragen2.trainer.prefix import cache_kwarg, head_on_hidden
 
 TokenSeq = Sequence[int] | str
 

@@ -4,7 +4,7 @@
 proxy); :func:`prompt_tables` does it for several runs and phases, the shared warm start once;
 :func:`rv_quartile_table` cuts each run's prompts into RV quartiles and :func:`quartile_differences` gives
 the per-run Q4 - Q1 differences C3 is tested on (:func:`ragen2.repro.claim_tests.quartile_claim`).
-Policies are loaded through :func:`ragen2.rundir.load_run_policy`.
+Policies are loaded through :func:`ragen2.evaluate.load_run_policy`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ragen2.rundir import load_run_policy, read_config_dict
+from ragen2.evaluate import load_run_policy
+from ragen2.rundir import read_config_dict
 
 PHASE_CHECKPOINTS = {"start": "initial", "mid": "mid", "end": "latest"}
 """Phase of a prompt table -> the checkpoint of :func:`ragen2.rundir.checkpoint_path` it rolls out."""
@@ -33,7 +34,7 @@ def prompt_level_table(run_dir: str | Path, *, phase: str = "end", num_prompts: 
         run_dir: a run directory (``config.json``, ``checkpoints/``).
         phase: ``start`` = the policy RL started from (the warm start), ``end`` = the latest checkpoint,
             ``mid`` = the kept checkpoint (``trainer.keep_every``) nearest half the latest step
-            (:data:`PHASE_CHECKPOINTS`, loaded by :func:`ragen2.rundir.load_run_policy`).
+            (:data:`PHASE_CHECKPOINTS`, loaded by :func:`ragen2.evaluate.load_run_policy`).
         num_prompts, group_size: prompts (env seeds ``first_seed + i``) x rollouts each.
         cache_dir: the warm-start cache.
         seed: sampling seed (the same for every run and phase, so prompts and noise are shared).

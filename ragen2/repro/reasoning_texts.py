@@ -31,9 +31,9 @@ def sample_reasonings(run_dir: str | Path, phases: Sequence[str] = ("start", "mi
     """
     import torch
 
+    from ragen2.evaluate import load_run_policy
     from ragen2.repro.prompt_tables import PHASE_CHECKPOINTS
     from ragen2.rollout.collect import collect_rollouts
-    from ragen2.rundir import load_run_policy
 
     run_dir = Path(run_dir)
     rows = []

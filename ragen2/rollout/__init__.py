@@ -13,7 +13,7 @@ from typing import Any
 
 _WHERE = {
     "GenerationBackend": "backends", "HFBackend": "backends", "make_backend": "backends",
-    "stop_token_ids": "backends",
+    "stop_token_ids": "stops",
     "collect_rollouts": "collect", "execute_actions": "collect",
     "Parsed": "parse", "parse_response": "parse",
     "AgentLimits": "prompt", "conversation": "prompt", "render": "prompt", "resolve_limits": "prompt",

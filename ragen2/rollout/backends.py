@@ -13,8 +13,9 @@ from typing import Protocol
 import torch
 from transformers import GenerationConfig
 
+from ragen2.model.prefix import head_on_hidden
 from ragen2.rollout.decode import decode_step
-from ragen2.trainer.prefix import head_on_hidden
+from ragen2.rollout.stops import stop_token_ids
 
 
 class GenerationBackend(Protocol):
@@ -40,17 +41,6 @@ class Generation:
     """The full-vocabulary entropy of the same distributions, aligned with ``logprobs``."""
     temperature: float | None = None
     """The sampling temperature of ``logprobs``."""
-
-
-def stop_token_ids(tokenizer) -> list[int]:
-    """Ids that end a response: ``<|im_end|>`` and EOS where the vocabulary has them."""
-    vocab = tokenizer.get_vocab()
-    ids = [vocab[t] for t in ("<|im_end|>", "<|endoftext|>") if t in vocab]
-    if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in ids:
-        ids.append(tokenizer.eos_token_id)
-    if not ids:
-        raise ValueError("tokenizer has no stop token (<|im_end|>, <|endoftext|> or EOS)")
-    return ids
 
 
 class HFBackend:

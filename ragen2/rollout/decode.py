@@ -23,7 +23,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from ragen2.trainer.prefix import cache_kwarg
+from ragen2.model.prefix import cache_kwarg
 
 
 def cache_of(output: Any) -> Any:

@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ragen2.rollout.backends import stop_token_ids
+from ragen2.rollout.stops import stop_token_ids
 
 SUPPORTED_VLLM = ("0.22.0", "0.31.0")
 """Inclusive vLLM version range this module was written against (TRL 1.16's range)."""

@@ -6,9 +6,8 @@
   aggregation modes;
 - :mod:`~ragen2.trainer.algos`: the ``ppo`` / ``grpo`` / ``dapo`` / ``dr_grpo`` presets;
 - :mod:`~ragen2.trainer.actor`, :mod:`~ragen2.trainer.critic`: forward passes and updates;
-- :mod:`~ragen2.trainer.precision` (float32 masters, autocast, fp16 loss scaling),
-  :mod:`~ragen2.trainer.optim` (AdamW, clipping, the optimiser step),
-  :mod:`~ragen2.trainer.activation_checkpointing` (recompute in the backward pass);
+- :mod:`~ragen2.trainer.precision` (float32 masters, autocast, fp16 loss scaling); the optimiser step, the ragged
+  forward and activation checkpointing are model-level pieces the warm start and rollouts share (:mod:`ragen2.model`);
 - :mod:`~ragen2.trainer.batch`: padded training tensors; :mod:`~ragen2.trainer.pipeline`: shared
   step pieces (seeds, models, batch preparation);
 - :mod:`~ragen2.trainer.grad_analysis`: RV-bucketed gradient norms (docs/method.md §6.5);

@@ -20,7 +20,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ragen2.trainer.activation_checkpointing import recompute_in_backward
+from ragen2.model.activation_checkpointing import recompute_in_backward
+from ragen2.model.optim import backward, clip_and_step
+from ragen2.model.prefix import first_trained_column, head_on_hidden, ragged_forward
 from ragen2.trainer.batch import UpdateBatch, chunks, group_order
 from ragen2.trainer.losses import (
     agg_denominator,
@@ -30,9 +32,7 @@ from ragen2.trainer.losses import (
     policy_loss,
     token_logprobs_and_entropy,
 )
-from ragen2.trainer.optim import backward, clip_and_step
 from ragen2.trainer.precision import autocast
-from ragen2.trainer.prefix import first_trained_column, head_on_hidden, ragged_forward
 
 
 @dataclass(frozen=True)
@@ -73,8 +73,8 @@ def forward_logprobs(model: nn.Module, batch: UpdateBatch, temperature: float = 
                      ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs (and entropies) of the shifted tokens of ``batch`` under ``model``, with gradient.
 
-    With ``share_prefix`` (and a model of :data:`ragen2.trainer.prefix.LM_HEAD_MODELS`) the body runs as a ragged forward
-    (:func:`ragen2.trainer.prefix.ragged_forward`): the untrained prompt every row has once per distinct prompt,
+    With ``share_prefix`` (and a model of :data:`ragen2.model.prefix.LM_HEAD_MODELS`) the body runs as a ragged forward
+    (:func:`ragen2.model.prefix.ragged_forward`): the untrained prompt every row has once per distinct prompt,
     then each row only up to its last trained token, and the head and the log-softmax only at the trained tokens
     (``loss_mask``); every other column is 0. A group's rollouts share their prompt and their responses differ in
     length, so this removes most of the prompt's compute and the padding's. Otherwise (or when the model cannot

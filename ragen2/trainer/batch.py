@@ -168,7 +168,7 @@ def group_order(group_ids: torch.Tensor, rng: np.random.Generator) -> np.ndarray
     Cutting this order into consecutive mini-batches gives mini-batches of whole groups (a group is
     split only where a mini-batch boundary falls inside it), as in the reference, whose veRL actor
     splits the group-contiguous batch into consecutive mini-batches without shuffling rows. A
-    micro-batch then holds one or two prompts, which :func:`ragen2.trainer.prefix.shared_prefix_forward`
+    micro-batch then holds one or two prompts, which :func:`ragen2.model.prefix.shared_prefix_forward`
     runs once each; shuffled rows would put most of the batch's prompts in every micro-batch.
     """
     groups = group_ids.detach().cpu().numpy()

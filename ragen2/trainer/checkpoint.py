@@ -1,15 +1,13 @@
-"""Exact-resume checkpoints of a run directory.
+"""Exact-resume checkpoints of a run directory: writing and reading the training state.
 
-Layout under ``run_dir/checkpoints``: ``step_<NNNNNN>.pt`` (one :func:`torch.save` file holding the
-whole training state) and ``latest.json`` (``{"step": N, "file": "step_<NNNNNN>.pt"}``). Both are
-written to a temporary name, flushed to disk and renamed, so a run killed at any moment leaves either
-the old or the new checkpoint, never a torn one. Older checkpoint files are removed after
-``latest.json`` points at the new one.
+The file layout (``step_<NNNNNN>.pt`` holding the whole training state, ``latest.json`` pointing at the newest)
+is the run directory's (:mod:`ragen2.rundir`). Both files are written to a temporary name, flushed to disk and
+renamed, so a run killed at any moment leaves either the old or the new checkpoint, never a torn one. Older
+checkpoint files are removed after ``latest.json`` points at the new one.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import pickle
 import random
@@ -20,8 +18,18 @@ from typing import Any
 import numpy as np
 import torch
 
-from ragen2.errors import MissingPathError, UserError
+from ragen2.errors import UserError
 from ragen2.fileio import write_json_atomic
+from ragen2.rundir import (
+    CHECKPOINTS,
+    GRAD_ANALYSIS,
+    LATEST,
+    SUMMARY,
+    checkpoint_name,
+    checkpoint_step,
+    config_changes,
+    latest_checkpoint,
+)
 
 
 def rng_state(shuffle_rng: np.random.Generator) -> dict[str, Any]:
@@ -48,46 +56,21 @@ def save_checkpoint(run_dir: Path, step: int, state: dict[str, Any], keep_every:
 
     Older checkpoints are removed, except those of steps > 0 that are multiples of ``keep_every`` (> 0).
     """
-    ckpt_dir = Path(run_dir) / "checkpoints"
+    ckpt_dir = Path(run_dir) / CHECKPOINTS
     ckpt_dir.mkdir(parents=True, exist_ok=True)
-    name = f"step_{step:06d}.pt"
+    name = checkpoint_name(step)
     tmp = ckpt_dir / f".{name}.tmp"
     with open(tmp, "wb") as fh:
         torch.save(state, fh)
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, ckpt_dir / name)
-    write_json_atomic(ckpt_dir / "latest.json", {"step": step, "file": name})
+    write_json_atomic(ckpt_dir / LATEST, {"step": step, "file": name})
     for old in ckpt_dir.glob("step_*.pt"):
-        kept = keep_every > 0 and _step_of(old) > 0 and _step_of(old) % keep_every == 0
+        kept = keep_every > 0 and checkpoint_step(old) > 0 and checkpoint_step(old) % keep_every == 0
         if old.name != name and not kept:
             old.unlink(missing_ok=True)
     return ckpt_dir / name
-
-
-def _step_of(path: Path) -> int:
-    return int(path.stem.removeprefix("step_"))
-
-
-def kept_checkpoints(run_dir: Path) -> dict[int, Path]:
-    """Step -> checkpoint file of every checkpoint on disk (the latest and those ``keep_every`` kept)."""
-    ckpt_dir = Path(run_dir) / "checkpoints"
-    return dict(sorted((_step_of(p), p) for p in ckpt_dir.glob("step_*.pt"))) if ckpt_dir.is_dir() else {}
-
-
-def latest_checkpoint(run_dir: Path) -> Path | None:
-    """The file ``latest.json`` points at, or ``None`` if the run has no checkpoint."""
-    pointer = Path(run_dir) / "checkpoints" / "latest.json"
-    if not pointer.exists():
-        return None
-    try:
-        path = pointer.parent / json.loads(pointer.read_text())["file"]
-    except (ValueError, KeyError, TypeError):
-        raise UserError(f"{str(pointer)!r} is not a checkpoint pointer ({{\"file\": ...}}); delete it to start "
-                        "over") from None
-    if not path.exists():
-        raise MissingPathError(f"{pointer} points at {path.name}, which does not exist")
-    return path
 
 
 def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
@@ -107,11 +90,9 @@ def resumable_checkpoint(cfg, run_dir: Path, resume: bool) -> Path | None:
     ``resume=False`` first removes the checkpoints, summary and gradient table of an earlier run, so nothing
     of it is resumed or mixed in later. A checkpoint of another config is refused (resuming would mix two runs).
     """
-    from ragen2.rundir import GRAD_ANALYSIS, SUMMARY, config_changes
-
     run_dir = Path(run_dir)
     if not resume:
-        shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
+        shutil.rmtree(run_dir / CHECKPOINTS, ignore_errors=True)
         for name in (SUMMARY, GRAD_ANALYSIS):
             (run_dir / name).unlink(missing_ok=True)
     path = latest_checkpoint(run_dir)

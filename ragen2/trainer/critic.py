@@ -13,12 +13,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ragen2.trainer.activation_checkpointing import recompute_in_backward
+from ragen2.model.activation_checkpointing import recompute_in_backward
+from ragen2.model.optim import backward, clip_and_step
+from ragen2.model.prefix import ragged_forward
 from ragen2.trainer.batch import UpdateBatch, chunks, group_order
 from ragen2.trainer.losses import agg_denominator, value_loss
-from ragen2.trainer.optim import backward, clip_and_step
 from ragen2.trainer.precision import autocast
-from ragen2.trainer.prefix import ragged_forward
 
 
 class ValueModel(nn.Module):
@@ -36,7 +36,7 @@ class ValueModel(nn.Module):
                 wanted: torch.Tensor | None = None) -> torch.Tensor:
         """``[B, L-1]`` values. With ``wanted`` (``[B, L-1]`` bool, shifted like the batch's masks) only those are
         computed, the others are 0: the body runs as a ragged forward (each distinct prompt once, each row up to
-        its last wanted position: :func:`ragen2.trainer.prefix.ragged_forward`), or the plain forward if it cannot.
+        its last wanted position: :func:`ragen2.model.prefix.ragged_forward`), or the plain forward if it cannot.
 
         Under autocast the body computes in the lower dtype and the head stays float32 (values and the value
         loss in full precision); with gradient, checkpointed layers recompute in the backward pass."""

@@ -21,8 +21,8 @@ import numpy as np
 import torch
 
 from ragen2.config import RunConfig, TrainerConfig
+from ragen2.model import activation_checkpointing
 from ragen2.rollout.types import RolloutBatch
-from ragen2.trainer import activation_checkpointing
 from ragen2.trainer.actor import LossSettings, compute_logprobs
 from ragen2.trainer.advantages import compute_gae, grpo_advantages, whiten
 from ragen2.trainer.algos import AlgoPreset, get_preset, resolve_agg_mode

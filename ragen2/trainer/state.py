@@ -14,9 +14,9 @@ import numpy as np
 import torch
 
 from ragen2.config import RunConfig
+from ragen2.model.optim import adamw
 from ragen2.trainer.checkpoint import rng_state, set_rng_state
 from ragen2.trainer.early_stop import EarlyStopper
-from ragen2.trainer.optim import adamw
 from ragen2.trainer.pipeline import Models, stream_seed
 from ragen2.trainer.precision import grad_scaler
 

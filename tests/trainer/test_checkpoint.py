@@ -5,9 +5,8 @@ import random
 import numpy as np
 import torch
 
+from ragen2.rundir import kept_checkpoints, latest_checkpoint
 from ragen2.trainer.checkpoint import (
-    kept_checkpoints,
-    latest_checkpoint,
     load_checkpoint,
     rng_state,
     save_checkpoint,

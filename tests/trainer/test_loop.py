@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from ragen2.config import ConfigError, RunConfig, apply_overrides, to_dict
-from ragen2.trainer.checkpoint import latest_checkpoint, load_checkpoint
+from ragen2.rundir import latest_checkpoint
+from ragen2.trainer.checkpoint import load_checkpoint
 from ragen2.trainer.loop import train
 from ragen2.trainer.runlog import read_metrics
 from ragen2.warmstart import initial_policy
@@ -183,7 +184,7 @@ def test_collapse_metrics_are_logged_every_compute_freq_steps(tmp_path, cache_di
 
 
 def test_keep_every_leaves_the_mid_run_checkpoints_on_disk(tmp_path, cache_dir):
-    from ragen2.trainer.checkpoint import kept_checkpoints
+    from ragen2.rundir import kept_checkpoints
 
     cfg = _cfg("trainer.algo=grpo", "trainer.steps=3", "trainer.keep_every=2", "collapse.enabled=false")
     train(cfg, tmp_path / "run", initial_policy(cfg, cache_dir), progress=False)

@@ -10,7 +10,7 @@ Two things differ from Hugging Face's own use of the switch:
   eval mode (dropout off). :func:`recompute_in_backward` sets the ``training`` flag of the checkpointed decoder
   layers alone, for one gradient pass; their attention and MLP submodules stay in eval mode, so no dropout turns on.
 - A checkpointed layer cannot take a KV cache (its backward replay would write the cache a second time), so
-  Hugging Face drops the cache inside it. The shared-prefix forward (:mod:`ragen2.trainer.prefix`) hands the
+  Hugging Face drops the cache inside it. The shared-prefix forward (:mod:`ragen2.model.prefix`) hands the
   suffix pass a cache, so it steps aside while layers recompute (:func:`recomputes`): the gradient passes then run
   every row's whole prompt. The passes without gradient (old and reference log-probs, values, generation, MI
   scoring) never recompute and keep sharing prompts. In multi-turn rows the shared prefix is only the first

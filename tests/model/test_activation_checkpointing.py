@@ -3,11 +3,11 @@
 import pytest
 import torch
 
-from ragen2.trainer import activation_checkpointing as ac
+from ragen2.model import activation_checkpointing as ac
+from ragen2.model.prefix import ragged_forward
 from ragen2.trainer.actor import actor_terms, compute_logprobs, term_denominators
 from ragen2.trainer.critic import ValueModel
 from ragen2.trainer.losses import value_loss
-from ragen2.trainer.prefix import ragged_forward
 from tests.trainer._tiny import grpo_batch, settings, tiny_lm
 
 SCORES = [[1.0, 0.0, 2.0, 1.0], [0.0, 1.0, 0.5, 0.0]]

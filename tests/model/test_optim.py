@@ -2,7 +2,7 @@
 
 import torch
 
-from ragen2.trainer.optim import ADAM_BETAS, adamw
+from ragen2.model.optim import ADAM_BETAS, adamw
 
 
 def test_adamw_is_fused_over_the_trainable_parameters_and_matches_the_plain_loop():

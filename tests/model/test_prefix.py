@@ -7,10 +7,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from ragen2.model.prefix import SEGMENT_COST, ragged_forward, segment_bounds
 from ragen2.trainer.actor import forward_logprobs
 from ragen2.trainer.batch import build_batch
 from ragen2.trainer.critic import ValueModel
-from ragen2.trainer.prefix import SEGMENT_COST, ragged_forward, segment_bounds
 from tests.trainer._tiny import tiny_lm, trajectories
 
 

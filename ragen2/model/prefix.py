@@ -16,7 +16,7 @@ states at the positions a caller wants (the trained tokens) and runs:
 The hidden states equal the plain forward's up to float rounding (tested: log-probs within 1e-5 on the tiny
 models, 4e-6 on the CPU policy). A model whose layers recompute in the backward pass (activation
 checkpointing) cannot take a cache in them, so then the callers run the plain forward
-(:mod:`ragen2.trainer.activation_checkpointing`).
+(:mod:`ragen2.model.activation_checkpointing`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ragen2.trainer.activation_checkpointing import recomputes
+from ragen2.model.activation_checkpointing import recomputes
 
 SEGMENT_COST = 64
 """The fixed cost of one more segment in row-columns: a forward + backward call of the CPU policy costs about as
