@@ -145,9 +145,14 @@ class LlamaStep:
 
 def decode_step(model, prefill: Any, rows: torch.Tensor, width: int, max_new_tokens: int):
     """The decode step for ``model`` after a prefill (its output ``prefill``; ``rows`` maps each generating row to
-    its prompt in the prefill batch, ``width`` is the prefill's width)."""
+    its prompt in the prefill batch, ``width`` is the prefill's width).
+
+    The lean step also needs a float32 cache: a prefill that ran under an autocast of its own (Accelerate wraps a
+    mixed-precision model's ``forward`` in one, as TRL's ``bf16=True`` on a CPU does) leaves bf16 keys and values,
+    which the model's own forward, wrapped the same way, continues from."""
     cache = cache_of(prefill)
-    if lean_llama_applies(model):
+    float32_cache = all(layer.keys.dtype == layer.values.dtype == torch.float32 for layer in cache.layers)
+    if float32_cache and lean_llama_applies(model):
         return LlamaStep(model, cache, rows, width, max_new_tokens)
     if len(rows) != len(prefill.logits):  # repeated prompts were prefilled once
         cache.batch_select_indices(rows)

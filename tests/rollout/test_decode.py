@@ -143,3 +143,22 @@ def test_sampling_logprobs_are_the_models_logprobs_of_what_was_sampled(temperatu
     assert all(s.logprobs is None for s in backend.sample(prompts, 10, 1.0, seed=1, greedy=True))
     assert all(s.logprobs is None for s in HFBackend(model, Tokenizer(), share_prefill=False).sample(
         prompts, 10, 1.0, seed=1))
+
+
+def test_a_prefill_made_under_autocast_is_continued_by_the_models_own_forward():
+    """Accelerate wraps a bf16 model's forward in an autocast of its own (TRL's ``bf16=True`` on a CPU): the prefill's
+    cache is bf16 while no autocast is on outside the forward, so the lean float32 step must not take over."""
+    model = llama()
+    ids, mask = left_padded([[5, 6, 7], [8, 9]])
+    rows = torch.tensor([0, 1])
+    with torch.inference_mode():
+        plain = model(input_ids=ids, attention_mask=mask, use_cache=True, logits_to_keep=1)
+        assert isinstance(decode_step(model, plain, rows, ids.shape[1], 4), LlamaStep)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            mixed = model(input_ids=ids, attention_mask=mask, use_cache=True, logits_to_keep=1)
+        step = decode_step(model, mixed, rows, ids.shape[1], 4)
+        assert isinstance(step, ModelStep)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            logits = step(torch.tensor([11, 12]), torch.cat([mask, torch.ones(2, 1, dtype=mask.dtype)], 1),
+                          torch.tensor([3, 2]))
+    assert logits.shape == (2, model.config.vocab_size) and torch.isfinite(logits.float()).all()
