@@ -51,6 +51,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ragen2.fileio import json_ready
 from ragen2.filter import METRICS, FilterConfig, group_scores, select_groups
 from ragen2.markdown import to_markdown as _table_markdown
 
@@ -137,7 +138,7 @@ class AuditReport:
             "suggestion": dataclasses.asdict(self.suggestion),
             "groups": self.groups.to_dict(orient="records"),
         }
-        return _json_ready(out)
+        return json_ready(out)
 
     def to_json(self, path: str | Path) -> Path:
         """Write :meth:`to_dict` to ``path`` (strict JSON, indented); returns the path."""
@@ -187,18 +188,6 @@ def _fmt(value: float) -> str:
 
 def _quantile_keys() -> list[str]:
     return [f"q{round(q * 100):02d}" for q in QUANTILES]
-
-
-def _json_ready(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {str(k): _json_ready(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_json_ready(v) for v in obj]
-    if isinstance(obj, np.generic):
-        obj = obj.item()
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
 
 
 def _keep_table_markdown(keep: pd.DataFrame, column: str = "kept_ratio") -> str:

@@ -117,16 +117,22 @@ def env_corpus(env_names: list[str], *, seed: int = 0,
     return [p for text in texts for p in _split_on(text, SPECIAL_TOKENS + TAG_TOKENS)]
 
 
-def train_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
-    """A byte-level BPE of ``vocab_size`` tokens (if the corpus allows) with ChatML specials."""
+def train_tokenizer(texts: list[str], vocab_size: int, *, split=None, normalizer=None) -> PreTrainedTokenizerFast:
+    """A byte-level BPE of ``vocab_size`` tokens (if the corpus allows) with ChatML specials.
+
+    ``split``: the pre-tokeniser that runs before the byte-level step (default: every digit on its own, so
+    coordinates copied digit by digit from the state into the reasoning stay single tokens, while everything else
+    may merge across spaces and newlines and fixed prompt text is cheap); ``normalizer``: none by default. A tiny
+    Qwen2 passes Qwen2's own (``ragen2.repro.dry_run``), so that transformers' rebuild of its tokenizer keeps it.
+    """
     base = 256 + len(SPECIAL_TOKENS) + len(TAG_TOKENS)
     if vocab_size < base:
         raise ValueError(f"tokenizer_vocab_size must be >= {base} (bytes + special tokens), got {vocab_size}")
     bpe = Tokenizer(models.BPE())
-    # Digits stay single tokens (coordinates are copied digit by digit from the state into the
-    # reasoning); everything else may merge across spaces and newlines, so fixed prompt text is cheap.
+    if normalizer is not None:
+        bpe.normalizer = normalizer
     bpe.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Digits(individual_digits=True),
+        split if split is not None else pre_tokenizers.Digits(individual_digits=True),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     bpe.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size - len(TAG_TOKENS), min_frequency=2,

@@ -47,9 +47,7 @@ Llama's tokenizer (:func:`ragen2.policy.train_tokenizer`) splits only digits, so
 and the rebuilt tokenizer encodes differently from the one the merges were trained with. Here the BPE is
 trained with Qwen2's normaliser and pre-tokeniser in the first place (:func:`train_qwen2_tokenizer`), so
 the rebuilt ``Qwen2Tokenizer`` is the same tokenizer; :func:`make_tiny_qwen2` checks that by loading the
-saved model through :func:`ragen2.policy.load_policy` and comparing token ids on the corpus. (It is a copy
-of ``train_tokenizer`` with another pre-tokeniser rather than a parameter of it: ``ragen2/policy.py`` is a
-dependency of every training stage of ``dvc.yaml``, so editing it would make every recorded run stale.)
+saved model through :func:`ragen2.policy.load_policy` and comparing token ids on the corpus.
 """
 
 from __future__ import annotations
@@ -110,45 +108,15 @@ COPIED = ("ragen2", "notebooks", "dvc.yaml", "pyproject.toml")
 
 
 def train_qwen2_tokenizer(texts: list[str], vocab_size: int):
-    """A byte-level BPE with Qwen2's normaliser and pre-tokeniser, ChatML specials and the tag tokens.
-
-    Like :func:`ragen2.policy.train_tokenizer` (same special and tag tokens, chat template, padding), but
-    split as ``Qwen2Tokenizer`` splits, so that transformers' rebuild of a ``qwen2`` model's tokenizer keeps it.
-    """
-    from tokenizers import (
-        AddedToken,
-        Regex,
-        Tokenizer,
-        decoders,
-        models,
-        normalizers,
-        pre_tokenizers,
-        trainers,
-    )
-    from transformers import PreTrainedTokenizerFast
+    """:func:`ragen2.policy.train_tokenizer` split as ``Qwen2Tokenizer`` splits (its NFC normaliser and split
+    regex), so that transformers' rebuild of a ``qwen2`` model's tokenizer keeps it."""
+    from tokenizers import Regex, normalizers, pre_tokenizers
     from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
 
-    from ragen2.policy import SPECIAL_TOKENS, TAG_TOKENS
-    from ragen2.rollout.prompt import CHATML_TEMPLATE
+    from ragen2.policy import train_tokenizer
 
-    base = 256 + len(SPECIAL_TOKENS) + len(TAG_TOKENS)
-    if vocab_size < base:
-        raise ValueError(f"vocab_size must be >= {base} (bytes + special tokens), got {vocab_size}")
-    bpe = Tokenizer(models.BPE())
-    bpe.normalizer = normalizers.NFC()
-    bpe.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
-    bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size - len(TAG_TOKENS), min_frequency=2,
-                                  special_tokens=list(SPECIAL_TOKENS), show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    bpe.train_from_iterator(texts, trainer=trainer)
-    bpe.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
-    bpe.add_tokens([AddedToken(t, special=False, normalized=False) for t in TAG_TOKENS])
-    return PreTrainedTokenizerFast(
-        tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>", padding_side="left",
-        clean_up_tokenization_spaces=False, chat_template=CHATML_TEMPLATE, model_max_length=1 << 30)
+    split = pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated", invert=False)
+    return train_tokenizer(texts, vocab_size, split=split, normalizer=normalizers.NFC())
 
 
 def make_tiny_qwen2(out_dir: str | Path, env_names: Sequence[str] = ENVS, *, cfg: PolicyConfig | None = None,

@@ -103,10 +103,13 @@ def test_trained_weights_in_a_low_dtype_without_its_autocast_are_refused(precisi
         apply_overrides(RunConfig(), [f"trainer.precision={precision}", f"policy.dtype={dtype}"])
 
 
-@pytest.mark.parametrize("precision, dtype", [("bf16", "bfloat16"), ("bf16", "float32"), ("fp16", "float16"),
-                                              ("auto", "bfloat16")])
-def test_allowed_precision_and_frozen_copy_dtypes(precision, dtype):
-    apply_overrides(RunConfig(), [f"trainer.precision={precision}", f"policy.dtype={dtype}"])
+@pytest.mark.parametrize("precision, dtype, computes", [("bf16", "bfloat16", "bf16"), ("bf16", "float32", "bf16"),
+                                                        ("fp16", "float16", "fp16"), ("auto", "bfloat16", "bf16")])
+def test_allowed_precision_and_frozen_copy_dtypes(precision, dtype, computes):
+    """Each pair is kept as given, and the run computes in the precision that pair names."""
+    cfg = apply_overrides(RunConfig(), [f"trainer.precision={precision}", f"policy.dtype={dtype}"])
+    assert (cfg.trainer.precision, cfg.policy.dtype) == (precision, dtype)
+    assert run_precision(cfg) == computes
 
 
 def test_memory_keys_are_validated():
