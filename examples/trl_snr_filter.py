@@ -28,6 +28,7 @@ Per-step metrics go to ``<output-dir>/log_history.json`` (and to dvclive with ``
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import tempfile
@@ -205,11 +206,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
     model, tokenizer, description = load_model_and_tokenizer(args, cfg)
     print(description, flush=True)
     on_gpu = torch.cuda.is_available()
+    # activation checkpointing off (a tiny model), under the name the installed transformers knows (5.24 renamed it)
+    names = {f.name for f in dataclasses.fields(GRPOConfig)}
+    checkpointing = "activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"
     grpo_args = GRPOConfig(
         output_dir=str(output_dir / "trainer"), per_device_train_batch_size=args.num_prompts * args.group_size,
         num_generations=args.group_size, max_steps=args.steps, learning_rate=args.lr, loss_type=args.loss_type,
         logging_steps=1, save_strategy="no", report_to=args.report_to, seed=args.seed, bf16=args.bf16,
-        use_cpu=not on_gpu, activation_checkpointing=False, max_completion_length=rc.max_new_tokens,
+        use_cpu=not on_gpu, **{checkpointing: False}, max_completion_length=rc.max_new_tokens,
         disable_tqdm=True)
     snr = SNRFilterConfig(
         filter=FilterConfig(strategy=args.filter_strategy, value=args.filter_value,
