@@ -16,3 +16,10 @@ class ConfigError(UserError, ValueError):
 
 class MissingPathError(UserError, FileNotFoundError):
     """A file or directory the user named (or that a command needs) does not exist."""
+
+
+def first_line(error: BaseException, empty: str | None = None) -> str:
+    """The first line of ``error``'s message, for a one-line user error (``empty``, else the error's type name, when
+    the message is blank)."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else (empty if empty is not None else type(error).__name__)

@@ -259,7 +259,7 @@ def _variant_group_scores(values: np.ndarray, metric: str, successes: np.ndarray
 
 
 def _variant_metric_scores(rewards: np.ndarray, metric: str, successes: np.ndarray | None,
-                  lengths: np.ndarray | None) -> np.ndarray:
+                           lengths: np.ndarray | None) -> np.ndarray:
     """The per-group scores :func:`apply_filter` selects on for a variant metric."""
     if metric != "length":
         return _variant_group_scores(rewards, metric, successes)

@@ -33,7 +33,7 @@ from transformers import (
 
 from ragen2 import envs
 from ragen2.config import PolicyConfig, RolloutConfig, check_policy_source
-from ragen2.errors import MissingPathError
+from ragen2.errors import MissingPathError, first_line
 from ragen2.quiet import quiet_unless_terminal
 from ragen2.rollout.prompt import CHATML_TEMPLATE
 
@@ -74,8 +74,7 @@ def load_policy(name_or_path: str | Path, *, dtype: str = "float32", device: str
             tokenizer = AutoTokenizer.from_pretrained(str(name_or_path), padding_side="left")
             model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=_DTYPES[dtype])
     except OSError as e:  # not there, not in the offline cache, unreadable: the user's to fix, in one line
-        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise MissingPathError(f"policy {str(name_or_path)!r} cannot be loaded: {reason}") from None
+        raise MissingPathError(f"policy {str(name_or_path)!r} cannot be loaded: {first_line(e)}") from None
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         vocab = tokenizer.get_vocab()

@@ -206,7 +206,8 @@ def warm_start(cfg: RunConfig, out_dir: Path, *, base_policy: Path) -> Path:
         raise ValueError(f"warm_start.steps must be >= 0, got {ws.steps!r}")
     start = time.perf_counter()
     model, tokenizer = load_policy(base_policy, dtype="float32", device=cfg.policy.device)
-    check_pinned(device=next(model.parameters()).device.type)
+    machine = machine_record()
+    check_pinned(machine, device=next(model.parameters()).device.type)
     logger.info("warm start %s: %d expert episodes of %s, then %d SFT steps", Path(out_dir).name, ws.num_episodes,
                 cfg.env.name, ws.steps)
     episodes = build_corpus(cfg)
@@ -230,7 +231,7 @@ def warm_start(cfg: RunConfig, out_dir: Path, *, base_policy: Path) -> Path:
         **evaluate_greedy(model, tokenizer, cfg),
         "eval_seeds": EVAL_SEEDS,
         "torch_threads": torch.get_num_threads(),
-        **machine_record(),
+        **machine,
         "base_policy": str(base_policy),
         "config": to_dict(cfg),
         "losses": [round(x, 5) for x in losses],

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ragen2.errors import UserError
+from ragen2.errors import UserError, first_line
 from ragen2.fileio import write_json_atomic
 from ragen2.rundir import (
     CHECKPOINTS,
@@ -79,9 +79,8 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
     try:
         return torch.load(path, map_location=map_location, weights_only=False)
     except (OSError, EOFError, RuntimeError, pickle.UnpicklingError) as e:
-        raise UserError(f"checkpoint {str(path)!r} cannot be read ({type(e).__name__}: "
-                        f"{str(e).strip().splitlines()[0] if str(e).strip() else 'empty'}); delete it to start over "
-                        "(--no-resume) or point latest.json at an earlier one") from None
+        raise UserError(f"checkpoint {str(path)!r} cannot be read ({type(e).__name__}: {first_line(e, 'empty')}); "
+                        "delete it to start over (--no-resume) or point latest.json at an earlier one") from None
 
 
 def resumable_checkpoint(cfg, run_dir: Path, resume: bool) -> Path | None:
