@@ -38,7 +38,7 @@ export MKL_CBWR := COMPATIBLE
 export ONEDNN_MAX_CPU_ISA := AVX2
 endif
 
-.PHONY: setup test test-slow test-browser repro regime-map curves lint bench clean-venv params smoke dry-run-paper lock
+.PHONY: setup test test-slow test-browser repro regime-map curves screen lint bench clean-venv params smoke dry-run-paper lock
 
 setup: $(VENV)/.installed
 
@@ -74,9 +74,9 @@ test-browser: setup
 
 # DVC 3.67 has no `dvc repro -j`: build the stale warm starts WORKERS at a time (each stage's own command, one torch
 # thread: `python -m ragen2 build-warm-starts`, recorded in dvc.lock), train the stale runs on WORKERS long-lived processes
-# (one torch thread each, dearest run first: `python -m ragen2 train-runs`), record them in dvc.lock
-# (`python -m ragen2 commit-runs`: `dvc commit -f` reading dvc.yaml and dvc.lock once, where DVC re-reads both
-# per stage), then the stages after training one by one (`dvc repro -s`: each checked on its own, not the 400 stages
+# (one torch thread each, dearest run first: `python -m ragen2 train-runs`), recording finished ones in dvc.lock as they
+# come (`--commit`: `dvc commit -f` reading dvc.yaml and dvc.lock once per batch, where DVC re-reads both per stage;
+# every 10 minutes and at the end, so an interrupted make keeps them), then the stages after training one by one (`dvc repro -s`: each checked on its own, not the 400 stages
 # upstream again) and the notebooks of both realizations WORKERS at a time (`python -m ragen2 run-stages`), the
 # claims last. Each run equals what its stage's own command (`python -m ragen2 train RUN_ID`) makes. An interrupted
 # run resumes from its checkpoint; a second `make repro` finds nothing to do. The realization check's runs
@@ -92,8 +92,8 @@ repro: setup
 	dvc repro warmstart warmstart_realization
 	for which in "" --realization; do \
 	  stale="$$($(PY) -m ragen2 stale-runs $$which)" || exit 1; [ -z "$$stale" ] && continue; \
-	  $(PY) -m ragen2 train-runs $$which --workers $(WORKERS) --threads 1 --cache-dir data/cache $$stale && \
-	  $(PY) -m ragen2 commit-runs $$which $$stale || exit 1; \
+	  $(PY) -m ragen2 train-runs $$which --commit --workers $(WORKERS) --threads 1 --cache-dir data/cache \
+	    $$stale || exit 1; \
 	done
 	dvc repro -s data warm_starts inputs inputs_realization
 	$(PY) -m ragen2 run-stages --workers $(WORKERS) $(NOTEBOOK_STAGES)
@@ -101,16 +101,17 @@ repro: setup
 
 # A pipeline of its own beside the paper's, run the way `make repro` runs the paper's: warm starts WORKERS at a time,
 # the stale runs on WORKERS processes (one torch thread each), then its notebook stage. $(1): its folder, which holds
-# its dvc.yaml and params.yaml; its warm starts and runs live under data/$(1)/.
+# its dvc.yaml and params.yaml; its warm starts and runs live under data/$(1)/. $(2), optional: stages of it that run
+# next, WORKERS at a time, before the rest (independent of each other: one per run).
 define own_pipeline
 	$(PY) -m ragen2 prune-lock --dvc-file $(1)/dvc.yaml
 	$(PY) -m ragen2 build-warm-starts --params $(1)/params.yaml --dvc-file $(1)/dvc.yaml --workers $(WORKERS)
 	dvc repro $(1)/dvc.yaml:warmstart
 	stale="$$($(PY) -m ragen2 stale-runs --params $(1)/params.yaml --dvc-file $(1)/dvc.yaml)" || exit 1; \
 	if [ -n "$$stale" ]; then \
-	  $(PY) -m ragen2 train-runs --params $(1)/params.yaml --workers $(WORKERS) --threads 1 \
-	    --cache-dir data/$(1)/cache $$stale && \
-	  $(PY) -m ragen2 commit-runs --dvc-file $(1)/dvc.yaml $$stale || exit 1; fi
+	  $(PY) -m ragen2 train-runs --params $(1)/params.yaml --dvc-file $(1)/dvc.yaml --commit --workers $(WORKERS) \
+	    --threads 1 --cache-dir data/$(1)/cache $$stale || exit 1; fi
+	$(if $(2),$(PY) -m ragen2 run-stages --dvc-file $(1)/dvc.yaml --workers $(WORKERS) $(2))
 	dvc repro $(1)/dvc.yaml
 endef
 
@@ -125,6 +126,12 @@ regime-map: setup
 curves: export PATH := $(abspath $(VENV))/bin:$(PATH)
 curves: setup
 	$(call own_pipeline,curves)
+
+# The learning-regime screen (ragen2/repro/learning_screen.py, docs/preregistrations.md §7.15): where does no-filter RL
+# learn at CPU scale? A pipeline of its own, screen/dvc.yaml (notebook 11_learning_screen).
+screen: export PATH := $(abspath $(VENV))/bin:$(PATH)
+screen: setup
+	$(call own_pipeline,screen,evaluate)
 
 # params.yaml is generated: edit ragen2/repro/profiles.py, then `make params` (tests check there is no drift).
 params: setup

@@ -141,8 +141,18 @@ def _cmd_train_runs(args: argparse.Namespace) -> int:
     from ragen2.repro.runqueue import train_runs
 
     overrides, runs_root = _overrides(args)
+    on_done = None
+    if args.commit:
+        from ragen2.repro.dvcstages import commit_stages
+
+        stage = _train_stage(args)
+
+        def on_done(run_ids: list[str]) -> None:
+            commit_stages([f"{stage}@{rid}" for rid in run_ids])
+            print(f"recorded {len(run_ids)} finished run(s) in {args.dvc_file}'s lock")
+
     failed = train_runs(args.run_ids, params=args.params, workers=args.workers, threads=args.threads,
-                        cache_dir=args.cache_dir, runs_root=runs_root, overrides=overrides)
+                        cache_dir=args.cache_dir, runs_root=runs_root, overrides=overrides, on_done=on_done)
     if failed:
         print(f"{len(failed)} run(s) failed: {' '.join(failed)}", file=sys.stderr)
         return 1
@@ -151,10 +161,13 @@ def _cmd_train_runs(args: argparse.Namespace) -> int:
 
 def _add_train_runs(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train-runs", help="train several runs of params.yaml on worker processes, dearest first",
-                       parents=_with("params", "set", "cache", "realization"))
+                       parents=_with("params", "set", "cache", "realization", "dvc_file"))
     p.add_argument("run_ids", nargs="+", help="keys of params.yaml's `runs` mapping (into data/runs/<RUN_ID>)")
     p.add_argument("--workers", type=int, default=2, help="worker processes (default: 2)")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads per worker (default: 1)")
+    p.add_argument("--commit", action="store_true",
+                   help="record finished runs in the dvc file's lock as they come (every 10 minutes and at the end), "
+                        "so an interrupted make keeps them")
     p.set_defaults(func=_cmd_train_runs)
 
 
@@ -213,7 +226,7 @@ def _add_audit(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_profile(args: argparse.Namespace) -> int:
-    from ragen2.repro import multiturn_curves, regime_map
+    from ragen2.repro import learning_screen, multiturn_curves, regime_map
     from ragen2.repro.profiles import build, estimate
 
     if args.name.startswith("regime_map"):
@@ -222,6 +235,9 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     elif args.name.startswith("curves"):
         profile = multiturn_curves.build(smoke=args.name.endswith("smoke"))
         text = multiturn_curves.params_yaml(profile)
+    elif args.name.startswith("screen"):
+        profile = learning_screen.build(smoke=args.name.endswith("smoke"))
+        text = learning_screen.params_yaml(profile)
     else:
         profile = build(args.name)
         text = profile.yaml()
@@ -242,9 +258,9 @@ def _cmd_profile(args: argparse.Namespace) -> int:
 def _add_profile(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("profile", help="print or write params.yaml from an experiment profile")
     p.add_argument("name", choices=("cpu", "smoke", "paper", "regime_map", "regime_map_smoke", "curves",
-                                    "curves_smoke"),
+                                    "curves_smoke", "screen", "screen_smoke"),
                    help="the profile (ragen2.repro.profiles; regime_map*: ragen2.repro.regime_map's own pipeline; "
-                        "curves*: ragen2.repro.multiturn_curves's own pipeline)")
+                        "curves*: ragen2.repro.multiturn_curves's; screen*: ragen2.repro.learning_screen's)")
     p.add_argument("--write", default=None, metavar="PATH", help="write the params file here instead of printing")
     p.add_argument("--estimate", action="store_true", help="print the wall-time estimate of the profile's grid")
     p.set_defaults(func=_cmd_profile)
@@ -347,10 +363,18 @@ def _add_gains(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_claims(args: argparse.Namespace) -> int:
-    from ragen2.repro.claims import merge_claims
+    from ragen2.repro.artifacts import save_table
+    from ragen2.repro.claims import merge_claims, write_merged
+    from ragen2.repro.preconditions import TABLE, TABLE_CAPTION, gate, precondition_table
+
+    folders = {"first": args.dir, **({"second": args.realization_dir} if args.realization_dir else {})}
+    table, preconditions = precondition_table(folders)
+    table_path = save_table(table, TABLE, args.dir, caption=TABLE_CAPTION)["md"]
+
+    def gated(claim):
+        return gate(claim, preconditions)
 
     if args.realization_dir:
-        from ragen2.repro.artifacts import save_table
         from ragen2.repro.pooled import CLAIM_LOADERS, pooled_claims, pooled_verdicts
         from ragen2.repro.realization import merge_with_realization, read_realization
         from ragen2.repro.verdicts import POWER_CAPTION, Verdict, power_table
@@ -360,21 +384,28 @@ def _cmd_claims(args: argparse.Namespace) -> int:
         verdicts = pooled_verdicts((args.runs_root, realization.runs_root),
                                    (args.dir, Path(args.realization_dir) / rv_notebook))
         claims_path, check_path, claims = merge_with_realization(args.dir, args.realization_dir, realization.label,
-                                                                 pooled_claims(verdicts))
+                                                                 [gated(c) for c in pooled_claims(verdicts)], gated)
         power = power_table({k: x for k, x in verdicts.items() if isinstance(x, Verdict)})
         power_path = save_table(power, "table_power", args.dir, caption=POWER_CAPTION)["md"]
         fragile = [c.claim for c in claims if c.evidence.startswith(("fragile", "unchecked"))]
-        print(f"wrote {claims_path}, {check_path} and {power_path}: {len(claims)} claims"
-              + (f"; fragile or unchecked: {', '.join(fragile)}" if fragile else "; every verdict holds"))
+        untested = [c.claim for c in claims if c.verdict == "untested"]
+        print(f"wrote {claims_path}, {check_path}, {power_path} and {table_path}: {len(claims)} claims"
+              + (f"; fragile or unchecked: {', '.join(fragile)}" if fragile else "; every verdict holds")
+              + (f"; untested (a precondition failed): {', '.join(untested)}" if untested else ""))
         return 0
     merged = merge_claims(args.dir)
-    print(f"wrote {merged.path}: {len(merged.rows)} claims from sections {', '.join(merged.sections)}"
-          + (f"; untested: {', '.join(merged.missing)}" if merged.missing else ""))
+    claims = [gated(c) for c in merged.rows]
+    write_merged(merged.path, claims)
+    untested = [c.claim for c in claims if c.verdict == "untested"]
+    print(f"wrote {merged.path} and {table_path}: {len(claims)} claims from sections {', '.join(merged.sections)}"
+          + (f"; not tested by any section: {', '.join(merged.missing)}" if merged.missing else "")
+          + (f"; untested (a precondition failed): {', '.join(untested)}" if untested else ""))
     return 0
 
 
 def _add_claims(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("claims", help="merge paper_figures/claims_<section>.csv into claims.csv",
+    p = sub.add_parser("claims", help="merge paper_figures/claims_<section>.csv into claims.csv, each claim gated by its "
+                       "preconditions (paper_figures/table_preconditions)",
                        parents=_with("params"))
     p.add_argument("--dir", default="paper_figures", help="folder of the section files (default: paper_figures)")
     p.add_argument("--realization-dir", default=None, metavar="DIR",

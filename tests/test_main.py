@@ -117,7 +117,30 @@ def test_claims_command_merges_section_files(tmp_path, capsys):
     write_claims("b", [("C5", "inconclusive", "n=2")], tmp_path)
     assert main(["claims", "--dir", str(tmp_path)]) == 0
     assert (tmp_path / "claims.csv").read_text().splitlines()[1:] == ["C1,agree,[a] diff +3", "C5,inconclusive,[b] n=2"]
-    assert "untested: C2" in capsys.readouterr().out
+    assert "not tested by any section: C2" in capsys.readouterr().out
+
+
+def test_claims_command_gates_each_claim_by_its_preconditions(tmp_path, capsys):
+    """A claim whose precondition failed reads untested, naming it and keeping the test's own verdict; a claim whose
+    preconditions held or were not measured keeps its verdict; table_preconditions lists every precondition."""
+    from ragen2.repro.claims import read_claims, write_claims
+    from ragen2.repro.preconditions import Precondition, write_preconditions
+
+    write_claims("a", [("C1", "disagree", "diff -3")], tmp_path)
+    write_claims("b", [("C5", "agree", "gap +4")], tmp_path)
+    write_preconditions("a", [Precondition("C1", "RL learns", "gain >= 15", "gain +4.0 points", 4.0, False)], tmp_path)
+    write_preconditions("b", [Precondition("C5", "a slip can be corrected", "turns > 1", "5 turns", 5.0, True),
+                              Precondition("C5", "its runs exist", "runs", "not measured", float("nan"), None)],
+                        tmp_path)
+    assert main(["claims", "--dir", str(tmp_path)]) == 0
+    c1, c5 = read_claims(tmp_path / "claims.csv")
+    assert c1.verdict == "untested" and c1.evidence.startswith("precondition unmet: RL learns (gain +4.0 points")
+    assert c1.evidence.endswith("the test alone: disagree: [a] diff -3")
+    assert (c5.verdict, c5.evidence) == ("agree", "[b] gap +4")
+    assert "untested (a precondition failed): C1" in capsys.readouterr().out
+    table = (tmp_path / "table_preconditions.csv").read_text().splitlines()
+    assert table[0] == "claim,precondition,holds_when,first,held" and len(table) == 4
+    assert table[1].endswith(",no") and table[2].endswith(",yes") and table[3].endswith(",not measured")
 
 
 def test_profile_and_warmstart_arguments_parse():
@@ -174,6 +197,15 @@ def test_profile_writes_the_multiturn_curves_params(tmp_path, capsys):
     assert main(["profile", "curves_smoke", "--write", str(out)]) == 0
     assert out.read_text() == multiturn_curves.params_yaml(multiturn_curves.build(smoke=True))
     assert f"{len(multiturn_curves.build(smoke=True).runs)} runs" in capsys.readouterr().out
+
+
+def test_profile_writes_the_learning_screen_params(tmp_path, capsys):
+    from ragen2.repro import learning_screen
+
+    out = tmp_path / "params.yaml"
+    assert main(["profile", "screen_smoke", "--write", str(out)]) == 0
+    assert out.read_text() == learning_screen.params_yaml(learning_screen.build(smoke=True))
+    assert f"{len(learning_screen.build(smoke=True).runs)} runs" in capsys.readouterr().out
 
 
 def test_the_library_raises_config_errors_the_cli_turns_into_one_line(tmp_path):

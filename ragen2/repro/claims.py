@@ -2,7 +2,8 @@
 
 Each notebook ends by writing ``paper_figures/claims_<section>.csv`` with exactly the columns
 ``claim, verdict, evidence`` (one row per claim it tests; verdict one of ``agree``, ``disagree``,
-``inconclusive``; see :func:`ragen2.repro.stats.decide`). :func:`merge_claims` joins the section files into
+``inconclusive`` (:func:`ragen2.repro.stats.decide`), or ``untested`` where a precondition of the claim's argument
+did not hold in its runs (:func:`ragen2.repro.preconditions.gate`)). :func:`merge_claims` joins the section files into
 ``paper_figures/claims.csv`` (same columns, claims in C1..C7 order, the evidence of each section
 prefixed with ``[<section>]``). Two sections that reach different verdicts on one claim are an error:
 the conflict must be resolved in the notebooks, not hidden by the merge.
@@ -21,7 +22,8 @@ from ragen2.fileio import write_text_atomic
 
 CLAIM_IDS = ("C1", "C2", "C3", "C4", "C5", "C6", "C7")
 """The claim ids of the project's paper-claims reference."""
-VERDICTS = ("agree", "disagree", "inconclusive")
+VERDICTS = ("agree", "disagree", "inconclusive", "untested")
+"""A test's three outcomes, and ``untested``: the test ran where the claim's argument cannot act."""
 COLUMNS = ("claim", "verdict", "evidence")
 _SECTION_RE = re.compile(r"^[a-z0-9][a-z0-9_]*$")
 
@@ -37,7 +39,7 @@ class Claim:
     claim: str
     """Claim id, ``C1`` .. ``C7``."""
     verdict: str
-    """``agree`` | ``disagree`` | ``inconclusive``."""
+    """``agree`` | ``disagree`` | ``inconclusive`` | ``untested``."""
     evidence: str
     """The numbers (effect, CI, p, n seeds) and where they come from; one line."""
 

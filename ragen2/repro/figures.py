@@ -24,6 +24,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from ragen2.repro.figure_style import (
     ALGO_ORDER,
@@ -807,4 +808,52 @@ def fig_regime_curves(steps: pd.DataFrame, metric: str, *, ylabel: str, labels: 
         ax.set_title((labels or {}).get(cell, f"cell {cell}"), fontsize=7)
         ax.set_xlabel("training step")
         ax.set_ylabel(ylabel)
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# The learning-regime screen
+
+
+@styled
+def fig_learning_screen(table: pd.DataFrame, *, threshold: float, ax: Axes | None = None) -> Figure:
+    """Gain in success over the warm start per setting and algorithm: one mark per run (seed).
+
+    Filled marks are the end of training, hollow ones the midpoint checkpoint of the same run (to its left); colour is
+    the algorithm; a cell's seeds side by side in seed order; bars are 95 % intervals of the paired gain over the env
+    seeds; the tick labels give each warm
+    start's success. The dashed line is the pre-registered threshold a setting must reach to count as learning.
+
+    Args:
+        table: :func:`ragen2.repro.learning_screen.screen_table` (``env, turns, algo, start, gain, gain_se,
+            gain_mid``).
+        threshold: the learning threshold in points (drawn).
+    """
+    require_columns(table, ("env", "turns", "algo", "start", "gain", "gain_se", "gain_mid"), "table")
+    fig, ax = single_axes(ax, (5.2, 3.2))
+    algos = level_order(table["algo"])
+    colors = level_colors(algos, "algo")
+    cells = table.groupby(["env", "turns", "algo"], sort=True)["start"].mean()
+    order = sorted(cells.index, key=lambda c: (c[0], c[1], algos.index(c[2])))
+    for x, (env, turns, algo) in enumerate(order):
+        part = table[(table["env"] == env) & (table["turns"] == turns) & (table["algo"] == algo)]
+        offsets = np.linspace(-0.3, 0.3, len(part)) if len(part) > 1 else np.zeros(1)
+        for dx, (_, row) in zip(offsets, part.iterrows()):
+            color = colors[algo]
+            ax.plot([x + dx - 0.05, x + dx], [row["gain_mid"], row["gain"]], color=color, lw=0.6, alpha=0.5)
+            ax.scatter(x + dx - 0.05, row["gain_mid"], marker="o", s=22, facecolors="none", edgecolors=[color])
+            ax.errorbar(x + dx, row["gain"], yerr=1.96 * row["gain_se"], fmt="o", color=color, ms=5, capsize=2, lw=0.9)
+    ax.set_xticks(range(len(order)))
+    ax.set_xticklabels([f"{env}\n{turns} turn{'s' if turns > 1 else ''} · {algo.upper().replace('_', ' ')}\n"
+                        f"start {cells[(env, turns, algo)]:.1f} %" for env, turns, algo in order], fontsize=7)
+    ax.set_xlim(-0.5, len(order) - 0.5)
+    ax.axhline(threshold, color="0.3", ls="--", lw=0.9)
+    ax.annotate(f"threshold: +{threshold:g} points", (0.99, threshold), xycoords=("axes fraction", "data"),
+                xytext=(0, 3), textcoords="offset points", ha="right", fontsize=7, color="0.3")
+    ax.axhline(0.0, color="0.6", lw=0.6)
+    ax.set_ylabel("gain over warm start (points)")
+    ax.set_xlabel("setting · algorithm · warm-start success")
+    handles = [Line2D([], [], color="0.3", marker="o", ls="", label="end of training (± 95 %)"),
+               Line2D([], [], color="0.3", marker="o", ls="", mfc="none", label="midpoint")]
+    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
     return fig

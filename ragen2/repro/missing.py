@@ -1,4 +1,4 @@
-"""A notebook whose studies have no runs: a note instead of a crash, placeholder outputs, an inconclusive claim.
+"""A notebook whose studies have no runs: a note instead of a crash, placeholder outputs, an untested claim.
 
 Each paper notebook reads the runs of some studies (:data:`~ragen2.repro.notebook_stages.NOTEBOOK_STUDIES`).
 A profile that defines none of a study's runs, or a pipeline whose runs of it are not trained yet, leaves
@@ -8,8 +8,9 @@ has runs (:data:`~ragen2.repro.notebook_stages.OPTIONAL_STUDIES` aside), that re
 
 - returns a Markdown note naming the missing studies and what would produce them (the profiles that define
   them, or, when ``params.yaml`` defines them, that they are not trained yet), which the cell displays;
-- writes the notebook's claim (:data:`~ragen2.repro.notebook_stages.NOTEBOOK_CLAIMS`) as ``inconclusive``
-  with that reason, so ``claims.csv`` says why the claim was not tested instead of giving no row for it;
+- writes the notebook's claim (:data:`~ragen2.repro.notebook_stages.NOTEBOOK_CLAIMS`) as ``untested``
+  with that reason, so ``claims.csv`` says why the claim was not tested instead of giving no row for it, and its
+  preconditions file with one row, not measured;
 - writes each figure and table the notebook would draw from runs
   (:data:`~ragen2.repro.notebook_stages.RUN_ARTIFACTS`) as a placeholder that carries the note, so every
   output its DVC stage declares exists and ``dvc repro`` goes on;
@@ -98,7 +99,7 @@ def study_note(notebook: str, missing: Sequence[str], runs_root: str | Path, par
                       "`make repro`)")
         parts.append(f"the `{study}` study ({STUDY_LABELS.get(study, study)}: run ids `*__{study}*__s*`): {source}")
     claim = NOTEBOOK_CLAIMS.get(notebook)
-    outcome = (f"claim {claim} is written as inconclusive" if claim else "no claim is affected")
+    outcome = (f"claim {claim} is written as untested" if claim else "no claim is affected")
     return (f"**Study missing.** No run under `{Path(runs_root).name}/` belongs to {'; '.join(parts)}. "
             f"The rest of this notebook is skipped: its figures and tables are placeholders and {outcome}.")
 
@@ -120,10 +121,11 @@ def placeholder_figure(text: str):
 
 
 def write_placeholders(notebook: str, note: str, fig_dir: str | Path) -> list[Path]:
-    """The notebook's run-based figures and tables as placeholders carrying ``note``, and its claim as
-    inconclusive with ``note`` as evidence; the paths written."""
+    """The notebook's run-based figures and tables as placeholders carrying ``note``, its claim as untested with
+    ``note`` as evidence and its preconditions as not measured; the paths written."""
     from ragen2.repro.artifacts import save_figure, save_table
     from ragen2.repro.claims import Claim, write_claims
+    from ragen2.repro.preconditions import Precondition, write_preconditions
 
     written: list[Path] = []
     for name in RUN_ARTIFACTS[notebook]:
@@ -132,9 +134,11 @@ def write_placeholders(notebook: str, note: str, fig_dir: str | Path) -> list[Pa
         else:
             written += save_table(pd.DataFrame({"note": [note]}), name, fig_dir, caption=note).values()
     if notebook in NOTEBOOK_CLAIMS:
-        evidence = f"not tested: {note}"
-        written.append(write_claims(parameters_key(notebook), [Claim(NOTEBOOK_CLAIMS[notebook], "inconclusive",
-                                                                     evidence)], fig_dir))
+        claim, section = NOTEBOOK_CLAIMS[notebook], parameters_key(notebook)
+        written.append(write_claims(section, [Claim(claim, "untested", f"not tested: {note}")], fig_dir))
+        absent = Precondition(claim, "its runs exist", "the studies that decide it have runs",
+                              "not measured: a study is missing", float("nan"), None)
+        written.append(write_preconditions(section, [absent], fig_dir))
     return written
 
 
@@ -161,7 +165,7 @@ def _set_skipping(on: bool) -> None:
 def skip_without_studies(notebook: str, runs_root: str | Path, fig_dir: str | Path,
                          params: str | Path | None = None) -> Any:
     """``None`` when every study ``notebook`` reads has runs under ``runs_root``; otherwise the note (IPython
-    ``Markdown``), after writing the placeholders and the inconclusive claim into ``fig_dir`` and turning the
+    ``Markdown``), after writing the placeholders and the untested claim into ``fig_dir`` and turning the
     notebook's remaining cells off (see the module docstring).
 
     Args:

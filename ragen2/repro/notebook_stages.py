@@ -64,9 +64,10 @@ RUN_ARTIFACTS = {
 that every output its DVC stage declares exists (a test compares them with the notebooks' ``save_*`` calls)."""
 
 
-OWN_PIPELINE_NOTEBOOKS = {"09_regime_map": "regime_map/dvc.yaml", "10_multiturn_curves": "curves/dvc.yaml"}
-"""Notebooks executed by a pipeline of their own (its ``dvc.yaml``), not by the paper's: the regime map and the
-multi-turn success curves."""
+OWN_PIPELINE_NOTEBOOKS = {"09_regime_map": "regime_map/dvc.yaml", "10_multiturn_curves": "curves/dvc.yaml",
+                          "11_learning_screen": "screen/dvc.yaml"}
+"""Notebooks executed by a pipeline of their own (its ``dvc.yaml``), not by the paper's: the regime map, the
+multi-turn success curves and the learning-regime screen."""
 
 
 def parameters_key(notebook: str) -> str:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -157,10 +157,12 @@ def write_comparison(rows: Sequence[Mapping[str, str]], path: str | Path) -> Pat
 
 
 def merge_with_realization(out_dir: str | Path, second_root: str | Path, label: str = LABEL,
-                           pooled: Iterable[Claim] | None = None) -> tuple[Path, Path, list[Claim]]:
+                           pooled: Iterable[Claim] | None = None,
+                           gate: Callable[[Claim], Claim] | None = None) -> tuple[Path, Path, list[Claim]]:
     """``claims.csv`` from both realizations: the first's section files in ``out_dir``, the second's in
     ``second_root/<notebook>/``, and the pooled claims where given (:func:`compare_claims`); also
-    ``out_dir/realization_check.csv``.
+    ``out_dir/realization_check.csv``. ``gate``, when given, maps each final claim once more (the preconditions:
+    ``untested`` where one failed in either realization, :func:`ragen2.repro.preconditions.gate`).
 
     Raises:
         FileNotFoundError: either realization has no section file.
@@ -174,4 +176,8 @@ def merge_with_realization(out_dir: str | Path, second_root: str | Path, label: 
     first, _ = merged_rows(first_files)
     second, _ = merged_rows(second_files)
     claims, rows = compare_claims(first, second, label, pooled)
+    if gate is not None:
+        claims = [gate(c) for c in claims]
+        for row, claim in zip(rows, claims, strict=True):
+            row["verdict"] = claim.verdict
     return write_merged(out_dir / "claims.csv", claims), write_comparison(rows, out_dir / CHECK_FILE), claims

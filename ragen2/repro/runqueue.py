@@ -10,7 +10,9 @@ A run trained in a worker is the same run as one trained alone: :func:`ragen2.tr
 seeds every random stream from the run's config, so what a worker ran before does not change it
 (tested). An interrupted run resumes from its checkpoint, as with ``train``; a directory that holds a
 finished run (``summary.json``) or a run of another config starts over: ``make repro`` passes the runs
-DVC finds stale, so a finished one was trained by other code or settings.
+DVC finds stale, so a finished one was trained by other code or settings. So that an interrupted ``make`` keeps
+the runs that did finish, ``on_done`` records them as they come (``train-runs --commit``: in ``dvc.lock``, every
+:data:`COMMIT_EVERY_S` seconds and at the end).
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 from ragen2.config import RunConfig, load_config
+
+COMMIT_EVERY_S = 600.0
+"""``train-runs --commit``: finished runs are recorded in ``dvc.lock`` at most this often (each record parses the
+pipeline, seconds of CPU the workers would miss if it ran after every run) and once at the end."""
 
 
 def by_cost(configs: dict[str, RunConfig]) -> list[str]:
@@ -64,9 +70,11 @@ def _train_one(run_id: str, cfg: RunConfig, cache_dir: str, runs_root: str) -> t
 
 def train_runs(run_ids: Sequence[str], *, params: str | Path = "params.yaml", workers: int = 2,
                threads: int | None = 1, cache_dir: str | Path = "data/cache", runs_root: str | Path = "data/runs",
-               overrides: Sequence[str] = (), log: Callable[[str], None] = print) -> list[str]:
+               overrides: Sequence[str] = (), log: Callable[[str], None] = print,
+               on_done: Callable[[list[str]], None] | None = None, every_s: float = COMMIT_EVERY_S) -> list[str]:
     """Train ``run_ids`` (each into ``runs_root/<id>``) on ``workers`` processes of ``threads`` torch threads,
-    each run's params entry with ``overrides`` (``--set`` syntax) applied.
+    each run's params entry with ``overrides`` (``--set`` syntax) applied. ``on_done``, when given, is called with
+    the runs finished since its last call, at most every ``every_s`` seconds and once at the end.
 
     Every id is checked against ``params`` before anything starts. A run that fails is reported through
     ``log`` with its traceback and the others go on.
@@ -89,11 +97,17 @@ def train_runs(run_ids: Sequence[str], *, params: str | Path = "params.yaml", wo
     with ProcessPoolExecutor(max_workers=min(workers, max(len(order), 1)), mp_context=context,
                              initializer=_init_worker, initargs=(threads,)) as pool:
         futures = [pool.submit(_train_one, rid, configs[rid], str(cache_dir), str(runs_root)) for rid in order]
+        finished: list[str] = []
+        last = time.monotonic()
         for done, future in enumerate(as_completed(futures), start=1):
             rid, seconds, error = future.result()
             if error is None:
                 log(f"[{done}/{len(order)}] {rid}: {seconds:.0f} s")
+                finished.append(rid)
             else:
                 failed.append(rid)
                 log(f"[{done}/{len(order)}] {rid} FAILED after {seconds:.0f} s:\n{error}")
+            if on_done is not None and finished and (time.monotonic() - last >= every_s or done == len(order)):
+                on_done(finished)
+                finished, last = [], time.monotonic()
     return failed

@@ -1,4 +1,4 @@
-"""A notebook whose studies have no runs: the note, the placeholder outputs, the inconclusive claim, the skip."""
+"""A notebook whose studies have no runs: the note, the placeholder outputs, the untested claim, the skip."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from ragen2.repro.missing import (
     write_placeholders,
 )
 from ragen2.repro.notebook_stages import NOTEBOOK_CLAIMS, NOTEBOOK_STUDIES, RUN_ARTIFACTS, parameters_key
+from ragen2.repro.preconditions import read_preconditions
 
 
 def _runs(root, *run_ids):
@@ -39,7 +40,7 @@ def test_the_note_says_what_would_produce_the_study(tmp_path):
                                       "pipeline": {"profile": "custom"}}))
     untrained = study_note("07_training_dynamics", ("mech",), tmp_path / "runs", params)
     assert "`mech` study" in untrained and "profile `custom`) defines 1 runs of it, not trained yet" in untrained
-    assert "claim C6 is written as inconclusive" in untrained and "\n" not in untrained
+    assert "claim C6 is written as untested" in untrained and "\n" not in untrained
     undefined = study_note("08_interventions", ("kl",), tmp_path / "runs", params)
     assert "profile `custom` does not define it; `cpu`, `smoke`, `paper` do" in undefined
     no_params = study_note("01_template_collapse", ("mech",), tmp_path / "runs", None)
@@ -47,7 +48,7 @@ def test_the_note_says_what_would_produce_the_study(tmp_path):
 
 
 @pytest.mark.parametrize("notebook", list(NOTEBOOK_STUDIES))
-def test_placeholders_are_every_run_based_output_and_an_inconclusive_claim(notebook, tmp_path):
+def test_placeholders_are_every_run_based_output_and_an_untested_claim(notebook, tmp_path):
     note = study_note(notebook, ("main",), tmp_path / "runs")
     written = {p.name for p in write_placeholders(notebook, note, tmp_path / "figs")}
     expected = set()
@@ -55,9 +56,11 @@ def test_placeholders_are_every_run_based_output_and_an_inconclusive_claim(noteb
         expected |= {f"{name}.png", f"{name}.pdf", f"{name}.md"} if name.startswith("fig_") else {f"{name}.csv",
                                                                                                    f"{name}.md"}
     if notebook in NOTEBOOK_CLAIMS:
-        expected.add(f"claims_{parameters_key(notebook)}.csv")
+        expected |= {f"claims_{parameters_key(notebook)}.csv", f"preconditions_{parameters_key(notebook)}.csv"}
+        (pre,) = read_preconditions(tmp_path / "figs" / f"preconditions_{parameters_key(notebook)}.csv")
+        assert pre.claim == NOTEBOOK_CLAIMS[notebook] and pre.held is None
         (claim,) = read_claims(tmp_path / "figs" / f"claims_{parameters_key(notebook)}.csv")
-        assert (claim.claim, claim.verdict) == (NOTEBOOK_CLAIMS[notebook], "inconclusive")
+        assert (claim.claim, claim.verdict) == (NOTEBOOK_CLAIMS[notebook], "untested")
         assert claim.evidence == f"not tested: {note}"
     assert written == expected
     captions = [p for p in (tmp_path / "figs").glob("*.md")]
@@ -94,7 +97,7 @@ def test_a_missing_study_returns_the_note_and_writes_the_outputs(tmp_path):
     assert note is not None and "`slip` study" in note.data
     assert json.loads(json.dumps(note.data))  # a plain string
     assert (tmp_path / "figs" / "fig_stochasticity.png").exists()
-    assert read_claims(tmp_path / "figs" / "claims_stochasticity.csv")[0].verdict == "inconclusive"
+    assert read_claims(tmp_path / "figs" / "claims_stochasticity.csv")[0].verdict == "untested"
 
 
 SAVED = r'save_(?:figure|table)\([^"]*"([a-z0-9_]+)"'
@@ -125,7 +128,7 @@ def test_every_notebook_checks_its_studies_before_it_reads_a_run(notebook):
 @pytest.mark.slow
 def test_every_notebook_runs_without_runs_and_writes_its_declared_outputs(tmp_path):
     """Papermill on an empty ``runs_root``: each notebook shows the note, writes every output its DVC stage declares
-    (placeholders) and ends without an error; the merged claims are all inconclusive."""
+    (placeholders) and ends without an error; the merged claims are all untested."""
     import papermill
 
     from ragen2.repro.claims import CLAIM_IDS, merge_claims
@@ -146,4 +149,4 @@ def test_every_notebook_runs_without_runs_and_writes_its_declared_outputs(tmp_pa
                 assert (tmp_path / path).is_file(), path
     merged = merge_claims(tmp_path / "paper_figures", require_all=True)
     assert [c.claim for c in merged.rows] == list(CLAIM_IDS)
-    assert {c.verdict for c in merged.rows} == {"inconclusive"}
+    assert {c.verdict for c in merged.rows} == {"untested"}

@@ -13,16 +13,17 @@ REPO = Path(__file__).resolve().parents[2]
 ALL_NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 EXPECTED = ["01_template_collapse", "02_snr_mechanism", "03_main_results", "04_rv_quartiles", "05_stochasticity",
             "06_diagnostics", "07_training_dynamics", "08_interventions"]
-"""The paper's notebooks, executed by dvc.yaml; 09_regime_map and 10_multiturn_curves have pipelines of their own
-(regime_map/dvc.yaml, curves/dvc.yaml)."""
+"""The paper's notebooks, executed by dvc.yaml; 09_regime_map, 10_multiturn_curves and 11_learning_screen have
+pipelines of their own (regime_map/dvc.yaml, curves/dvc.yaml, screen/dvc.yaml)."""
 NOTEBOOKS = [p for p in ALL_NOTEBOOKS if p.stem in EXPECTED]
 CACHE_READERS = {"01_template_collapse", "03_main_results", "04_rv_quartiles", "07_training_dynamics", "09_regime_map",
-                 "10_multiturn_curves"}
-"""Notebooks that read the warm-start cache (they take a ``cache_dir`` parameter): 03 and 10 tabulate the warm
+                 "10_multiturn_curves", "11_learning_screen"}
+"""Notebooks that read the warm-start cache (they take a ``cache_dir`` parameter): 03, 10 and 11 tabulate the warm
 starts, 01, 04, 07 and 09 roll policies out."""
-NO_CLAIMS = {"01_template_collapse", "09_regime_map", "10_multiturn_curves"}
-"""Notebooks that decide no claim (09 is a screen, 10 draws curves)."""
-OWN_PIPELINES = {"09_regime_map": "regime_map/dvc.yaml", "10_multiturn_curves": "curves/dvc.yaml"}
+NO_CLAIMS = {"01_template_collapse", "09_regime_map", "10_multiturn_curves", "11_learning_screen"}
+"""Notebooks that decide no claim (09 and 11 are screens, 10 draws curves)."""
+OWN_PIPELINES = {"09_regime_map": "regime_map/dvc.yaml", "10_multiturn_curves": "curves/dvc.yaml",
+                 "11_learning_screen": "screen/dvc.yaml"}
 
 
 def test_the_paper_notebooks_and_the_own_pipelines_notebooks_exist():
@@ -223,4 +224,32 @@ def test_multiturn_curves_notebook_runs_on_smoke_runs(tmp_path):
     gains = pd.read_csv(fig_dir / "table_multiturn_main.csv")
     assert sorted(gains["env"]) == ["SearchQA", "WebShop"] and (gains["top_k_minus_none_n"] == 1).all()
     for name in ("fig_success_curves_multiturn", "fig_output_length_multiturn"):
+        assert (fig_dir / f"{name}.png").is_file() and "SMOKE RUN" in (fig_dir / f"{name}.md").read_text()
+
+
+@pytest.mark.slow
+def test_learning_screen_notebook_runs_on_smoke_runs(tmp_path):
+    """Notebook 11 as its pipeline runs it, on the smoke profile's screen runs scored by the evaluate command (8 seeds):
+    its tables hold one row per run and per cell, and its figures are written."""
+    import pandas as pd
+
+    from ragen2.__main__ import main
+    from ragen2.repro import learning_screen as ls
+
+    profile = ls.build(smoke=True)
+    runs_root, cache, evals = tmp_path / "runs", tmp_path / "cache", tmp_path / "evals"
+    _train_runs(profile, runs_root, cache)
+    for rid in profile.runs:
+        for name, checkpoint in (("initial", "initial"), ("midpoint", "1"), ("final", "latest")):
+            assert main(["evaluate", str(runs_root / rid), "--checkpoint", checkpoint, "--episodes", "8",
+                         "--sampling-seeds", "1", "--cache-dir", str(cache), "--threads", "1",
+                         "--out", str(evals / rid / f"{name}.json")]) == 0
+    fig_dir = tmp_path / "figures"
+    params = {**profile.notebooks["learning_screen"], "runs_root": str(runs_root), "fig_dir": str(fig_dir),
+              "cache_dir": str(cache), "evals_root": str(evals)}
+    _execute(REPO / "notebooks" / "11_learning_screen.ipynb", tmp_path / "11.ipynb", REPO, params)
+    table = pd.read_csv(fig_dir / "table_learning_screen.csv")
+    assert sorted(table["run"]) == sorted(profile.runs) and (table["episodes"] == 8).all()
+    assert len(pd.read_csv(fig_dir / "table_learning_regimes.csv")) == len(ls.CELLS) * len(ls.ALGOS)
+    for name in ("fig_learning_screen", "fig_learning_screen_curves"):
         assert (fig_dir / f"{name}.png").is_file() and "SMOKE RUN" in (fig_dir / f"{name}.md").read_text()

@@ -72,6 +72,24 @@ def test_merge_with_realization_reads_both_folders_and_writes_claims_and_the_che
     assert again == claims
 
 
+def test_merge_with_realization_gates_the_final_claims_and_their_check_rows(tmp_path):
+    """A precondition that failed turns the final verdict untested, in claims.csv and in the check's verdict column."""
+    from ragen2.repro.claims import Claim
+
+    first, second = tmp_path / "paper_figures", tmp_path / "realization"
+    write_claims("main_results", [("C1", "disagree", "a1")], first)
+    write_claims("main_results", [("C1", "disagree", "b1")], second / "03_main_results")
+
+    def gate(claim):
+        return Claim(claim.claim, "untested", f"precondition unmet || {claim.evidence}")
+
+    claims_path, check_path, claims = realization.merge_with_realization(first, second, gate=gate)
+    assert [(c.claim, c.verdict) for c in read_claims(claims_path)] == [("C1", "untested")]
+    with open(check_path) as f:
+        (row,) = list(csv.DictReader(f))
+    assert (row["verdict"], row["first"], row["second"]) == ("untested", "disagree", "disagree")
+
+
 def test_merge_with_realization_needs_both_realizations(tmp_path):
     write_claims("main_results", [("C1", "agree", "a1")], tmp_path / "first")
     with pytest.raises(FileNotFoundError, match="realization"):
@@ -148,4 +166,5 @@ def test_dvc_yaml_trains_the_second_realization_and_decides_the_claims_from_both
     assert {realization.FIGURES_ROOT, "data/inputs", "data/realization/inputs", "ragen2/repro",
             "paper_figures/table_rv_quartiles.csv"} <= set(claims["deps"])
     assert paths(claims["outs"]) == ["paper_figures/claims.csv", f"paper_figures/{realization.CHECK_FILE}",
-                                     "paper_figures/table_power.csv", "paper_figures/table_power.md"]
+                                     "paper_figures/table_power.csv", "paper_figures/table_power.md",
+                                     "paper_figures/table_preconditions.csv", "paper_figures/table_preconditions.md"]

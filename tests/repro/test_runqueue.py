@@ -61,10 +61,11 @@ def test_bad_input_is_named_before_anything_runs(tmp_path, ids, workers, error, 
 
 @pytest.mark.slow
 def test_a_worker_trains_runs_in_turn_like_separate_processes_and_reports_failures(tmp_path):
-    params, cache, lines = _params(tmp_path), tmp_path / "cache", []
+    params, cache, lines, recorded = _params(tmp_path), tmp_path / "cache", [], []
     failed = train_runs(["a", "bad", "b"], params=params, workers=1, cache_dir=cache, runs_root=tmp_path / "runs",
-                        log=lines.append)
+                        log=lines.append, on_done=recorded.append, every_s=0.0)
     assert failed == ["bad"] and len(lines) == 3
+    assert recorded == [["a"], ["b"]]  # each finished run handed on as it came, the failed one never
     assert any("FAILED" in line and "no_such_option" in line for line in lines)
 
     threads = torch.get_num_threads()
