@@ -38,7 +38,7 @@ export MKL_CBWR := COMPATIBLE
 export ONEDNN_MAX_CPU_ISA := AVX2
 endif
 
-.PHONY: setup test test-slow test-browser repro regime-map curves screen lint bench clean-venv params smoke dry-run-paper lock
+.PHONY: setup test test-slow test-browser repro regime-map curves screen docs lint bench clean-venv params smoke dry-run-paper lock
 
 setup: $(VENV)/.installed
 
@@ -132,6 +132,10 @@ curves: setup
 screen: export PATH := $(abspath $(VENV))/bin:$(PATH)
 screen: setup
 	$(call own_pipeline,screen,evaluate)
+
+# docs/environments.md is generated from the environments' docstrings (ragen2/envdoc.py; a test checks for drift).
+docs: setup
+	$(PY) -m ragen2.envdoc --write docs/environments.md
 
 # params.yaml is generated: edit ragen2/repro/profiles.py, then `make params` (tests check there is no drift).
 params: setup
