@@ -23,15 +23,15 @@ import numpy as np
 import pandas as pd
 
 from ragen2.config import RunConfig, deep_merge, from_dict
+from ragen2.repro import own_pipelines
+from ragen2.repro.own_pipelines import OwnPipeline
 from ragen2.repro.profiles import NO_FILTER, Profile, _with_overrides_minimal, base_config
 from ragen2.repro.run_ids import parse_run_id, run_id
 
 STUDY = "screen"
 """Study tag of the screen's run ids, followed by the cell's turns (``frozenlake__ppo__none__screen5__s0``)."""
-PARAMS = "screen/params.yaml"
-DVC_FILE = "screen/dvc.yaml"
-RUNS_ROOT = "data/screen/runs"
-CACHE_DIR = "data/screen/cache"
+PIPELINE = OwnPipeline("screen", "learning-screen", "ragen2/repro/learning_screen.py")
+PARAMS, DVC_FILE, RUNS_ROOT, CACHE_DIR = PIPELINE.params_path, PIPELINE.dvc_file, PIPELINE.runs_root, PIPELINE.cache_dir
 EVALS_ROOT = "data/screen/evals"
 NOTEBOOK = "11_learning_screen"
 
@@ -168,25 +168,20 @@ def build(smoke: bool = False) -> Profile:
                    warm_start_keys=keys, written_by=f"python -m ragen2 profile {name} --write {PARAMS}")
 
 
+def _evaluation(profile: Profile) -> dict[str, Any]:
+    """The params file's evaluation settings (``pipeline.evals_root`` and ``pipeline.evaluate``)."""
+    smoke = profile.name.endswith("smoke")
+    return {"evals_root": EVALS_ROOT,
+            "evaluate": {"episodes": 8 if smoke else EPISODES, "midpoint": 1 if smoke else MIDPOINT}}
+
+
 def params(profile: Profile) -> dict[str, Any]:
     """The screen pipeline's params file: ``base``, ``runs`` and ``pipeline`` (with the evaluation's settings)."""
-    out = profile.params(realization=False)
-    smoke = profile.name.endswith("smoke")
-    out["pipeline"].update({"runs_root": RUNS_ROOT, "cache_dir": CACHE_DIR, "dvc_file": DVC_FILE,
-                            "evals_root": EVALS_ROOT,
-                            "evaluate": {"episodes": 8 if smoke else EPISODES,
-                                         "midpoint": 1 if smoke else MIDPOINT}})
-    return out
+    return own_pipelines.params(PIPELINE, profile, _evaluation(profile))
 
 
 def params_yaml(profile: Profile) -> str:
-    import yaml
-
-    header = (f"# ragen2 learning-screen parameters, written by `{profile.written_by}`;"
-              " edit ragen2/repro/learning_screen.py, not this file.\n"
-              "# base: a complete ragen2.config.RunConfig (1:1); runs: run id -> overrides of base;\n"
-              "# pipeline: DVC/notebook metadata that is not part of any RunConfig.\n")
-    return header + yaml.safe_dump(params(profile), sort_keys=False, default_flow_style=False, width=110)
+    return own_pipelines.params_yaml(PIPELINE, profile, _evaluation(profile))
 
 
 def cells_table() -> pd.DataFrame:

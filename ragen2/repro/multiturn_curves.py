@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragen2.config import RunConfig, deep_merge, from_dict
+from ragen2.repro import own_pipelines
+from ragen2.repro.own_pipelines import OwnPipeline
 from ragen2.repro.profiles import (
     NO_FILTER,
     TOP_K,
@@ -27,10 +29,8 @@ from ragen2.repro.run_ids import run_id
 
 STUDY = "curves"
 """The study tag of every run of this pipeline (``searchqa__ppo__none__curves__s0``)."""
-PARAMS = "curves/params.yaml"
-DVC_FILE = "curves/dvc.yaml"
-RUNS_ROOT = "data/curves/runs"
-CACHE_DIR = "data/curves/cache"
+PIPELINE = OwnPipeline("curves", "multi-turn curves", "ragen2/repro/multiturn_curves.py")
+PARAMS, DVC_FILE, RUNS_ROOT, CACHE_DIR = PIPELINE.params_path, PIPELINE.dvc_file, PIPELINE.runs_root, PIPELINE.cache_dir
 NOTEBOOK = "10_multiturn_curves"
 STEPS = 30
 """RL steps per run: the CPU profile's table runs'."""
@@ -101,19 +101,11 @@ def build(smoke: bool = False) -> Profile:
 
 def params(profile: Profile) -> dict[str, Any]:
     """The curves pipeline's params file: ``base``, ``runs`` and ``pipeline`` (no realization check: no claim)."""
-    out = profile.params(realization=False)
-    out["pipeline"].update({"runs_root": RUNS_ROOT, "cache_dir": CACHE_DIR, "dvc_file": DVC_FILE})
-    return out
+    return own_pipelines.params(PIPELINE, profile)
 
 
 def params_yaml(profile: Profile) -> str:
-    import yaml
-
-    header = (f"# ragen2 multi-turn curves parameters, written by `{profile.written_by}`;"
-              " edit ragen2/repro/multiturn_curves.py, not this file.\n"
-              "# base: a complete ragen2.config.RunConfig (1:1); runs: run id -> overrides of base;\n"
-              "# pipeline: DVC/notebook metadata that is not part of any RunConfig.\n")
-    return header + yaml.safe_dump(params(profile), sort_keys=False, default_flow_style=False, width=110)
+    return own_pipelines.params_yaml(PIPELINE, profile)
 
 
 def variants_table():

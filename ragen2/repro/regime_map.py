@@ -28,6 +28,8 @@ import pandas as pd
 
 from ragen2.config import RunConfig, deep_merge, from_dict
 from ragen2.repro import collapse_criteria as cc
+from ragen2.repro import own_pipelines
+from ragen2.repro.own_pipelines import OwnPipeline
 from ragen2.repro.profiles import NO_FILTER, TOP_P, Profile, _filter_label, base_config
 from ragen2.repro.run_ids import parse_run_id, run_id
 
@@ -42,10 +44,8 @@ CONFIRM_SEED_SETS = {"A": (1, 2, 3, 4), "B": (5, 6, 7, 8)}
 STEPS = 200
 HORIZONS = (100, 200)
 """Run lengths at which the map is read (the first from the same runs, cut)."""
-PARAMS = "regime_map/params.yaml"
-DVC_FILE = "regime_map/dvc.yaml"
-RUNS_ROOT = "data/regime_map/runs"
-CACHE_DIR = "data/regime_map/cache"
+PIPELINE = OwnPipeline("regime_map", "regime-map", "ragen2/repro/regime_map.py")
+PARAMS, DVC_FILE, RUNS_ROOT, CACHE_DIR = PIPELINE.params_path, PIPELINE.dvc_file, PIPELINE.runs_root, PIPELINE.cache_dir
 NOTEBOOK = "09_regime_map"
 
 
@@ -154,19 +154,11 @@ def build(smoke: bool = False, seeds: int = 1) -> Profile:
 
 def params(profile: Profile) -> dict[str, Any]:
     """The map pipeline's params file: ``base``, ``runs`` and ``pipeline`` (no realization check: one screen)."""
-    out = profile.params(realization=False)
-    out["pipeline"].update({"runs_root": RUNS_ROOT, "cache_dir": CACHE_DIR, "dvc_file": DVC_FILE})
-    return out
+    return own_pipelines.params(PIPELINE, profile)
 
 
 def params_yaml(profile: Profile) -> str:
-    import yaml
-
-    header = (f"# ragen2 regime-map parameters, written by `{profile.written_by}`;"
-              " edit ragen2/repro/regime_map.py, not this file.\n"
-              "# base: a complete ragen2.config.RunConfig (1:1); runs: run id -> overrides of base;\n"
-              "# pipeline: DVC/notebook metadata that is not part of any RunConfig.\n")
-    return header + yaml.safe_dump(params(profile), sort_keys=False, default_flow_style=False, width=110)
+    return own_pipelines.params_yaml(PIPELINE, profile)
 
 
 # ---------------------------------------------------------------------------------------------
