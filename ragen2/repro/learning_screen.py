@@ -4,10 +4,10 @@ The paper's filter gains sit where its base models start low and RL has room to 
 tested only where no-filter RL does learn. This screen looks for such a setting before any filter run, with a pipeline
 of its own (``screen/dvc.yaml``, ``make screen``): two settings (:data:`CELLS`: FrozenLake and Sokoban, one turn
 each; the paper's multi-turn FrozenLake was cut for its cost, :data:`CUT_CELLS`), each from a warm start trained to
-10-40 % success, times PPO and GRPO, no filter, group size 16, :data:`STEPS` steps. Every run's warm start, step-:data:`MIDPOINT` and final
-policies are scored on the same :data:`EPISODES` validation env seeds, one sample each at the validation temperature
-(the ``evaluate`` stage), and :func:`screen_table` reads the gains against the threshold (:data:`THRESHOLD`), which
-was committed before any run.
+10-40 % success, times PPO and GRPO, no filter, group size 16, :data:`STEPS` steps. Every run's warm start,
+step-:data:`MIDPOINT` and final policies are scored on the same :data:`EPISODES` validation env seeds, one sample
+each at the validation temperature (the ``evaluate`` stage); :func:`screen_table` reads the gains and
+:func:`regimes` holds them against the threshold (:data:`THRESHOLD`), committed before any run.
 
 ``python -m ragen2 profile screen --write screen/params.yaml`` writes the params file from :func:`build`.
 """
@@ -32,7 +32,7 @@ STUDY = "screen"
 """Study tag of the screen's run ids, followed by the cell's turns (``frozenlake__ppo__none__screen5__s0``)."""
 PIPELINE = OwnPipeline("screen", "learning-screen", "ragen2/repro/learning_screen.py")
 PARAMS, DVC_FILE, RUNS_ROOT, CACHE_DIR = PIPELINE.params_path, PIPELINE.dvc_file, PIPELINE.runs_root, PIPELINE.cache_dir
-EVALS_ROOT = "data/screen/evals"
+EVALS_ROOT = f"data/{PIPELINE.folder}/evals"
 NOTEBOOK = "11_learning_screen"
 
 STEPS = 200
@@ -62,7 +62,8 @@ FIXED = {
     "grad_analysis": {"enabled": False},
 }
 """Settings of every screen run on top of the CPU profile's base: no filter, 8 groups of 16, 200 steps (the step-100
-checkpoint kept), validation on 128 episodes every 25 steps (the curves); no MI diagnostics or gradient decomposition (the screen reads success only)."""
+checkpoint kept), validation on 128 episodes every 25 steps (the curves); no MI diagnostics or gradient decomposition
+(the screen reads success only)."""
 
 
 @dataclass(frozen=True)

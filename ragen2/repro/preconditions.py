@@ -18,7 +18,7 @@ import csv
 import io
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +26,7 @@ import pandas as pd
 
 from ragen2.fileio import write_text_atomic
 from ragen2.repro.claims import CLAIM_IDS, Claim
+from ragen2.repro.stats import bootstrap_mean_ci
 
 LEARNS_POINTS = 15.0
 """Points of validation success over the warm start for "RL learns" (the learning screen's threshold)."""
@@ -112,8 +113,6 @@ def rl_learns(claim: str, steps: pd.DataFrame, run_ids: Iterable[str], *, where:
     gains = validation_gains(steps, run_ids, peak=peak)
     if gains.empty:
         return _not_measured(claim, precondition, holds_when, f"no {where} with a step-0 validation")
-    from ragen2.repro.stats import bootstrap_mean_ci
-
     lo, hi = bootstrap_mean_ci(gains.to_numpy()) if len(gains) > 1 else (math.nan, math.nan)
     mean = round(float(gains.mean()), 9)  # success is a count over episodes: no float dust at the threshold
     return Precondition(claim, precondition, holds_when,
@@ -132,8 +131,6 @@ def _no_filter(runs: pd.DataFrame) -> pd.DataFrame:
 def c1_preconditions(runs: pd.DataFrame, steps: pd.DataFrame, screen: str | None = None) -> list[Precondition]:
     """C1: RL learns in the no-filter runs of the comparison (``runs``: the runs C1 is decided on); its measured text
     also cites ``screen`` (default: what the learning screen found, :data:`ragen2.repro.learning_screen.OUTCOME`)."""
-    from dataclasses import replace
-
     from ragen2.repro.learning_screen import OUTCOME
 
     learns = rl_learns("C1", steps, _no_filter(runs)["run_id"], where="no-filter runs of the C1 comparison")
