@@ -39,25 +39,47 @@ obs, reward, terminated, truncated, info = env.step(envs.expert_action(env))
 | --- | --- | --- |
 """
 
+_FENCE_LITERAL = re.compile(r"``(```[A-Za-z]*)``|`````(?=\s)")
+"""An inline literal that is itself a code fence (three backticks and a language, or bare three backticks): shown
+between double backticks, as Markdown needs for code that holds backticks."""
+_LITERAL = re.compile(r"``(```[A-Za-z]*)``|`````(?=\s)")
+"""An inline literal that is itself a code fence (``\u0060\u0060\u0060python``, or a bare one): shown with double
+backticks."""
 _LITERAL = re.compile(r"``([^`]+)``")
+_ROLE = re.compile(r":(?:func|mod|class|meth|data|attr|obj):`~?([^`]+)`")
+
+
+def _inline(text: str) -> str:
+    """RST inline markup of ``text`` (no code block in it) as Markdown."""
+    fences: list[str] = []
+
+    def hold(m: re.Match) -> str:  # set aside, so the other rules do not read its backticks
+        fences.append(f"`` {m.group(1) or '```'} ``")
+        return f"\0{len(fences) - 1}\0"
+
+    text = _ROLE.sub(r"`\1`", _LITERAL.sub(r"`\1`", _FENCE_LITERAL.sub(hold, text)))
+    return re.sub("\0(\\d+)\0", lambda m: fences[int(m.group(1))], text)
+
+
 EXAMPLE_SEEDS = {"sokoban": 10000, "frozenlake": 123, "bandit": 0}
 """Environments whose page shows a first observation, generated from this seed with the default arguments (the ones
 that need no data files, so the page is the same with or without ``data/``)."""
 
 
 def markdown(doc: str) -> str:
-    """A module docstring in Markdown: inline literals, ``::`` blocks fenced, ``##`` headings made ``###``."""
+    """A module docstring in Markdown: inline literals and Sphinx roles as code, ``::`` blocks fenced, ``##`` headings
+    made ``###``."""
     lines = inspect.cleandoc(doc).splitlines()
-    out: list[str] = []
+    out: list[tuple[bool, str]] = []  # (is code, line)
     i = 0
     while i < len(lines):
         line = lines[i]
         if line.startswith("## "):
-            out.append("#" + line)
+            out.append((False, "#" + line))
         elif line.rstrip().endswith("::"):
             head = line.rstrip()[:-2].rstrip()
             if head:
-                out.append(_LITERAL.sub(r"`\1`", head) + ":")
+                out.append((False, head + ":"))
             i += 1
             while i < len(lines) and not lines[i].strip():
                 i += 1
@@ -67,12 +89,23 @@ def markdown(doc: str) -> str:
                 i += 1
             while block and not block[-1]:
                 block.pop()
-            out += ["", "```", *block, "```", ""]
+            out += [(False, ""), *((True, b) for b in ["```", *block, "```"]), (False, "")]
             continue
         else:
-            out.append(_LITERAL.sub(r"`\1`", line))
+            out.append((False, line))
         i += 1
-    return "\n".join(out).strip() + "\n"
+    # inline markup per run of prose lines (a literal may run over a line break); code lines as they are
+    text, prose = [], []
+    for is_code, line in [*out, (True, None)]:
+        if not is_code:
+            prose.append(line)
+            continue
+        if prose:
+            text.append(_inline("\n".join(prose)))
+            prose = []
+        if line is not None:
+            text.append(line)
+    return "\n".join(text).strip() + "\n"
 
 
 def example(name: str, seed: int) -> str:

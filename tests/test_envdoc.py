@@ -25,7 +25,7 @@ def test_every_registered_environment_has_a_section_with_the_spec_headings():
 
 
 def test_markdown_turns_literals_and_literal_blocks_into_markdown():
-    doc = """First line with ``code``.
+    doc = """First line with ``code`` and :func:`solve`.
 
     ## Observation
 
@@ -36,7 +36,7 @@ def test_markdown_turns_literals_and_literal_blocks_into_markdown():
 
     After the block.
     """
-    assert envdoc.markdown(doc) == ("First line with `code`.\n\n### Observation\n\nThe text:\n\n```\na\n  b\n```\n\n"
+    assert envdoc.markdown(doc) == ("First line with `code` and `solve`.\n\n### Observation\n\nThe text:\n\n```\na\n  b\n```\n\n"
                                     "After the block.\n")
 
 
@@ -44,3 +44,8 @@ def test_main_writes_the_page(tmp_path, capsys):
     out = tmp_path / "environments.md"
     assert envdoc.main(["--write", str(out)]) == 0
     assert out.read_text() == envdoc.page() and "wrote" in capsys.readouterr().out
+
+
+def test_a_literal_code_fence_keeps_its_backticks():
+    assert envdoc.markdown("In a `````python`` or bare `````\nblock.") == \
+        "In a `` ```python `` or bare `` ``` ``\nblock.\n"
