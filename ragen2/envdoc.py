@@ -42,9 +42,6 @@ obs, reward, terminated, truncated, info = env.step(envs.expert_action(env))
 _FENCE_LITERAL = re.compile(r"``(```[A-Za-z]*)``|`````(?=\s)")
 """An inline literal that is itself a code fence (three backticks and a language, or bare three backticks): shown
 between double backticks, as Markdown needs for code that holds backticks."""
-_LITERAL = re.compile(r"``(```[A-Za-z]*)``|`````(?=\s)")
-"""An inline literal that is itself a code fence (``\u0060\u0060\u0060python``, or a bare one): shown with double
-backticks."""
 _LITERAL = re.compile(r"``([^`]+)``")
 _ROLE = re.compile(r":(?:func|mod|class|meth|data|attr|obj):`~?([^`]+)`")
 

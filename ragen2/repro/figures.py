@@ -821,8 +821,8 @@ def fig_learning_screen(table: pd.DataFrame, *, threshold: float, ax: Axes | Non
 
     Filled marks are the end of training, hollow ones the midpoint checkpoint of the same run (to its left); colour is
     the algorithm; a cell's seeds side by side in seed order; bars are 95 % intervals of the paired gain over the env
-    seeds; the tick labels give each warm
-    start's success. The dashed line is the pre-registered threshold a setting must reach to count as learning.
+    seeds; the tick labels give each warm start's success. The dashed line is the pre-registered threshold a setting
+    must reach to count as learning.
 
     Args:
         table: :func:`ragen2.repro.learning_screen.screen_table` (``env, turns, algo, start, gain, gain_se,

@@ -17,12 +17,14 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from ragen2.config import RunConfig, deep_merge, from_dict
+from ragen2.evaluate import Evaluation
+from ragen2.evaluate import paired_gain as success_gain
 from ragen2.repro import own_pipelines
 from ragen2.repro.own_pipelines import OwnPipeline
 from ragen2.repro.profiles import NO_FILTER, Profile, _with_overrides_minimal, base_config
@@ -191,44 +193,39 @@ def cells_table() -> pd.DataFrame:
                          for c in (*CELLS, *CUT_CELLS)])
 
 
-def paired_gain(start: list[float], end: list[float]) -> tuple[float, float]:
-    """Mean and standard error of ``end - start`` in points, the two scored on the same env seeds (paired)."""
-    diff = 100.0 * (np.asarray(end, dtype=float) - np.asarray(start, dtype=float))
-    if diff.size < 2:
-        return float(diff.mean()) if diff.size else math.nan, math.nan
+CHECKPOINTS = ("initial", "midpoint", "final")
+"""The policies of a run the ``evaluate`` stage scores (``data/screen/evals/<run id>/<name>.json``)."""
+
+
+def paired_gain(start: Evaluation, end: Evaluation) -> tuple[float, float]:
+    """Gain of ``end`` over ``start`` in points and its standard error, paired over the env seeds
+    (:func:`ragen2.evaluate.paired_gain` checks both were scored on the same seeds and temperature)."""
+    diff = 100.0 * (end.successes.mean(axis=0) - start.successes.mean(axis=0))  # per env seed
+    se = float(diff.std(ddof=1) / math.sqrt(diff.size)) if diff.size > 1 else math.nan
     # success is a count over episodes: rounded, a gain exactly at the threshold reads as reaching it
-    return round(float(diff.mean()), 9), float(diff.std(ddof=1) / math.sqrt(diff.size))
+    return round(100.0 * success_gain(start, end), 9), se
 
 
-def per_env_seed(report: dict[str, Any]) -> np.ndarray:
-    """An ``evaluate --out`` report's success per env seed (its mean over the sampling seeds)."""
-    return np.asarray(report["successes"], dtype=float).reshape(len(report["sampling_seeds"]), -1).mean(axis=0)
-
-
-def screen_table(evals: dict[str, dict[str, dict[str, Any]]], seconds: dict[str, float] | None = None) -> pd.DataFrame:
+def screen_table(evals: dict[str, dict[str, Evaluation]], seconds: dict[str, float] | None = None) -> pd.DataFrame:
     """The screen: per run, success of its warm start, at :data:`MIDPOINT` and at the end, and the paired gain.
 
     Args:
-        evals: run id -> ``{"initial": ..., "midpoint": ..., "final": ...}``, each an ``evaluate --out`` report
-            (``env_seeds`` and per-episode ``successes``, the same seeds in all three).
+        evals: run id -> ``{"initial": ..., "midpoint": ..., "final": ...}`` (:data:`CHECKPOINTS`), each scored on
+            the same env seeds (:func:`load_evals`).
         seconds: run id -> training seconds (optional column).
 
     Returns:
         One row per run: ``env, turns, algo, seed, start, midpoint, final`` (success in %), ``gain`` and ``gain_se``
-        (final minus start, points, paired over the env seeds), ``gain_mid`` and ``gain_mid_se`` (midpoint), and ``learns`` (``gain`` at least
-        :data:`THRESHOLD`; confirmation across seeds is :func:`regimes`'s).
+        (final minus start, points, paired over the env seeds), ``gain_mid`` and ``gain_mid_se`` (midpoint), and
+        ``learns`` (``gain`` at least :data:`THRESHOLD`; confirmation across seeds is :func:`regimes`'s).
     """
     rows = []
     for rid, ev in sorted(evals.items()):
         env, turns, algo = cell_of(rid)
-        if any(ev[k]["env_seeds"] != ev["initial"]["env_seeds"] for k in ev):
-            raise ValueError(f"{rid}: its evaluations were scored on different env seeds")
-        per_seed = {k: per_env_seed(ev[k]) for k in ("initial", "midpoint", "final")}
-        gain, se = paired_gain(per_seed["initial"], per_seed["final"])
-        gain_mid, mid_se = paired_gain(per_seed["initial"], per_seed["midpoint"])
+        gain, se = paired_gain(ev["initial"], ev["final"])
+        gain_mid, mid_se = paired_gain(ev["initial"], ev["midpoint"])
         row = {"run": rid, "env": env, "turns": turns, "algo": algo, "seed": parse_run_id(rid)["seed"],
-               "episodes": len(ev["initial"]["env_seeds"]),
-               **{k: 100.0 * float(v.mean()) for k, v in per_seed.items()},
+               "episodes": len(ev["initial"].env_seeds), **{k: 100.0 * ev[k].success for k in CHECKPOINTS},
                "gain_mid": gain_mid, "gain_mid_se": mid_se, "gain": gain, "gain_se": se, "learns": gain >= THRESHOLD}
         if seconds is not None:
             row["train_s"] = seconds.get(rid, math.nan)
@@ -268,30 +265,21 @@ def regimes(table: pd.DataFrame, confirm: dict | None = None, fresh: dict | None
     return pd.DataFrame(rows)
 
 
-def load_evals(evals_root) -> dict[str, dict[str, dict[str, Any]]]:
-    """Run id -> ``{"initial", "midpoint", "final"}`` evaluation reports, read from ``evals_root/<run id>/*.json``
-    (the ``evaluate`` stage's outputs); a run missing one of the three is left out."""
-    from pathlib import Path
-
+def load_evals(evals_root) -> dict[str, dict[str, Evaluation]]:
+    """Run id -> its :data:`CHECKPOINTS` evaluations, read from ``evals_root/<run id>/*.json`` (the ``evaluate``
+    stage's outputs); a run missing one of them is left out."""
     from ragen2.rundir import read_json
 
     out = {}
     for run_dir in sorted(p for p in Path(evals_root).iterdir() if p.is_dir()):
-        files = {k: run_dir / f"{k}.json" for k in ("initial", "midpoint", "final")}
+        files = {k: run_dir / f"{k}.json" for k in CHECKPOINTS}
         if all(f.exists() for f in files.values()):
-            out[run_dir.name] = {k: read_json(f) for k, f in files.items()}
+            out[run_dir.name] = {k: Evaluation.from_dict(read_json(f)) for k, f in files.items()}
     return out
 
 
 def train_seconds(runs_root, run_ids) -> dict[str, float]:
-    """Run id -> seconds its training took (the sum of its steps' and validations' ``timing_s``)."""
-    from pathlib import Path
+    """Run id -> seconds its training took (the trainer's own ``total_elapsed`` in ``summary.json``)."""
+    from ragen2.rundir import read_summary
 
-    from ragen2.trainer.runlog import read_metrics
-
-    out = {}
-    for rid in run_ids:
-        rows = read_metrics(Path(runs_root) / rid)
-        out[rid] = float(sum(r.get("timing_s/step", 0.0) + (r.get("timing_s/validation", 0.0) if r.get("step") == 0
-                                                            else 0.0) for r in rows))
-    return out
+    return {rid: float(read_summary(Path(runs_root) / rid)["timings_s"]["total_elapsed"]) for rid in run_ids}

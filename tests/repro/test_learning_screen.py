@@ -6,14 +6,16 @@ from pathlib import Path
 
 import pytest
 
+from ragen2.evaluate import Evaluation
 from ragen2.repro import learning_screen as ls
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _report(successes: list[int], seeds: list[int] | None = None) -> dict:
+def _report(successes: list[int], seeds: list[int] | None = None) -> Evaluation:
     seeds = seeds or list(range(123, 123 + len(successes)))
-    return {"env_seeds": seeds, "sampling_seeds": [0], "successes": [successes]}
+    return Evaluation.from_dict({"policy": "p", "temperature": 0.5, "env_seeds": seeds, "sampling_seeds": [0],
+                                 "successes": [successes]})
 
 
 def test_profile_runs_each_setting_with_ppo_and_grpo_from_its_own_warm_start():
@@ -49,7 +51,7 @@ def test_params_yaml_carries_the_evaluation_settings():
 
 
 def test_paired_gain_is_the_mean_difference_in_points_with_its_standard_error():
-    gain, se = ls.paired_gain([0, 0, 1, 1], [1, 0, 1, 1])
+    gain, se = ls.paired_gain(_report([0, 0, 1, 1]), _report([1, 0, 1, 1]))
     assert gain == pytest.approx(25.0) and se == pytest.approx(25.0)
 
 
@@ -65,7 +67,7 @@ def test_screen_table_reads_the_three_evaluations_and_flags_the_threshold():
     sok = table.set_index("run").loc["sokoban__grpo__none__screen1__s0"]
     assert sok["gain"] == 0.0 and not bool(sok["learns"]) and sok["train_s"] == 12.0
     evals["sokoban__grpo__none__screen1__s0"]["final"] = _report([0, 1, 0, 0], seeds=[1, 2, 3, 4])
-    with pytest.raises(ValueError, match="different env seeds"):
+    with pytest.raises(ValueError, match="not evaluated on the same seeds"):
         ls.screen_table(evals)
 
 
