@@ -95,6 +95,8 @@ PAPER_CURVE_ENVS = (("searchqa", "ppo"), ("webshop", "grpo"), ("deepcoder", "grp
 """The paper's success-curve environments beyond the main table, with their algorithm: GRPO for WebShop and
 DeepCoder (docs/method.md §7.4); §7.4 names none for SearchQA, so it gets PPO, the main table's baseline."""
 STUDIES = ("main", "testbed", "mech", "slip", "ent", "kl", "toppsweep")
+SWEEP_STUDIES = ("ent", "kl", "toppsweep")
+"""The intervention sweeps' studies (C7)."""
 """Study tags in run ids (``slip``, ``ent``, ``kl`` carry their value: ``slip0p05``, ``ent0p01``)."""
 FROZENLAKE_BASE_SUCCESS_RATE = 0.98
 """FrozenLake's base ``success_rate`` (2 % slip, the paper's text); the warm start is built on it for every slip."""
@@ -105,7 +107,7 @@ INITIAL_POLICY_DIR = WARM_START_DIR
 and dvc.yaml is the same for every profile (``initial_policy`` never writes there when steps is 0)."""
 
 S_PER_STEP: dict[str, float | dict[str, float]] = {
-    "frozenlake": {"ppo": 0.75, "grpo": 0.50, "dapo": 0.63, "dr_grpo": 0.55},
+    "frozenlake": {"ppo": 0.75, "grpo": 2.80, "dapo": 0.63, "dr_grpo": 0.55},
     "sokoban": {"ppo": 0.85, "grpo": 0.72, "dapo": 0.73, "dr_grpo": 0.73},
     "countdown": {"ppo": 0.57, "grpo": 0.50, "dapo": 0.55, "dr_grpo": 0.47},
     "metamathqa": {"ppo": 0.52, "grpo": 0.45, "dapo": 0.50, "dr_grpo": 0.45},
@@ -213,6 +215,11 @@ class Sizes:
     trains under no filter, Top-p and Top-k with ``testbed_curve_seeds`` paired seeds (docs/method.md §7.13): they
     are drawn and decide no claim, so the realization check does not re-train them (:func:`in_realization_check`)."""
     testbed_curve_seeds: int = 0
+    topk_algos: tuple[str, ...] = ("ppo",)
+    """The ``main_algos`` whose main-study cells get Top-k 0.25 runs when ``topk`` is set."""
+    realization_sweeps: bool = True
+    """Whether the realization check re-trains the intervention sweeps' runs (``ent``, ``kl``, ``toppsweep``); when
+    False their verdict rests on the first warm start only (:func:`in_realization_check`)."""
 
 
 @dataclass(frozen=True)
@@ -230,6 +237,8 @@ class Profile:
     """Run id -> the warm-start directory the run starts from (filled by :func:`build`)."""
     written_by: str | None = None
     """The command the params.yaml header names (None: ``python -m ragen2 profile <name> --write params.yaml``)."""
+    realization_sweeps: bool = True
+    """Whether the realization check re-trains the sweeps' runs (:attr:`Sizes.realization_sweeps`)."""
 
     def config(self, rid: str) -> RunConfig:
         """The strict RunConfig of one run (``base`` merged with its overrides)."""
@@ -254,7 +263,7 @@ class Profile:
 
         overrides, label = overrides_for(from_dict(RunConfig, self.base).warm_start.steps)
         train = {rid: {"warm_start": _warm_start_path(apply_overrides(self.config(rid), list(overrides)))}
-                 for rid in self.runs if in_realization_check(rid)}
+                 for rid in self.runs if in_realization_check(rid, sweeps=self.realization_sweeps)}
         warm_starts: dict[str, dict[str, str]] = {}
         first = self.warm_starts()
         for rid, entry in train.items():  # a warm start both realizations share is built once, by the first
@@ -290,24 +299,31 @@ class Profile:
 # Base configs
 # ---------------------------------------------------------------------------------------------
 def _cpu_base() -> dict[str, Any]:
+    """The learning regime the screen found (docs/preregistrations.md §7.15, §7.17): FrozenLake single turn, GRPO from
+    a 300-step warm start, 8 x 16 rollouts, 100 steps, validation on 512 paired seeds."""
     overrides = {
         # 2 % slip, explicit: shared by the slip study's 0.02 point
         "env": {"name": "frozenlake", "kwargs": {"success_rate": FROZENLAKE_BASE_SUCCESS_RATE}},
-        # a partial start: greedy success about 0.7 (600 steps on 4000 episodes; 500 episodes overfit)
-        "warm_start": {"steps": 600, "lr": 3e-3, "batch_size": 32, "num_episodes": 4000,
+        # a weak start with headroom: 300 SFT steps on 4000 episodes (the screen's: 23.6 % at T = 0.5 on 512 seeds)
+        "warm_start": {"steps": 300, "lr": 3e-3, "batch_size": 32, "num_episodes": 4000,
                        "template_fraction": 0.3, "seed": 0},
-        # single turn with up to 10 moves (the preliminary experiment's shape, docs/method.md §7.0): 5 turns cost ~5x the tokens on 2 cores
-        "rollout": {"env_groups": 8, "group_size": 8, "max_turns": 1, "max_actions_per_turn": 10,
+        # single turn with up to 10 moves (the preliminary experiment's shape, docs/method.md §7.0): 5 turns cost ~10x
+        # the time on 2 cores (the screen's multi-turn cell); 8 prompts x 16 rollouts, the paper's batch
+        "rollout": {"env_groups": 8, "group_size": 16, "max_turns": 1, "max_actions_per_turn": 10,
                     "max_actions_per_traj": 10, "max_new_tokens": 64, "max_context_tokens": 1024,
-                    "val_groups": 64},
-        "trainer": {"algo": "ppo", "steps": 30, "actor_lr": 1e-4, "critic_lr": 1e-4, "mini_batch_size": 32,
-                    "micro_batch_size": 16, "entropy_coef": 0.001, "test_freq": 10, "save_freq": 30,
-                    "empty_stop_steps": 0, "rv_collapse_stop": False, "low_val_stop_patience": 0},
+                    "val_groups": 512},
+        # the screen's regime: GRPO, 100 steps (its step-100 reading, confirmed on fresh seeds), no loss scaling
+        # (the reference code's); checkpoints at the middle and the end for the prompt-level heatmaps
+        "trainer": {"algo": "grpo", "steps": 100, "actor_lr": 1e-4, "critic_lr": 1e-4, "mini_batch_size": 32,
+                    "micro_batch_size": 16, "entropy_coef": 0.001, "test_freq": 25, "save_freq": 50,
+                    "keep_every": 50, "empty_stop_steps": 0, "rv_collapse_stop": False, "low_val_stop_patience": 0},
         # linear mode: with 8 groups and rewards in [0, 1], softmax weights of the group stds are almost
         # uniform, so softmax top-p 0.9 keeps 7-8 of 8 groups and hardly filters (see the module docstring)
-        "filter": {"strategy": "top_p", "value": 1.0, "top_p_mode": "linear", "include_zero": True},
-        "collapse": {"compute_freq": 10, "num_samples": 32},
-        "grad_analysis": {"enabled": False, "every": 15, "num_buckets": 4},
+        "filter": {"strategy": "top_p", "value": 1.0, "top_p_mode": "linear", "include_zero": True,
+                   "loss_scaling": "none"},
+        "collapse": {"compute_freq": 25, "num_samples": 32},
+        # the paper's 6 RV buckets, at the first step and the middle one
+        "grad_analysis": {"enabled": False, "every": 50, "num_buckets": 6},
     }
     return deep_merge(to_dict(RunConfig()), overrides)
 
@@ -378,16 +394,14 @@ PROFILE_SETTINGS: dict[str, tuple[dict[str, dict[str, Any]], dict[str, dict[str,
 
 
 SIZES = {
-    # CPU: fits 90 min on 2 cores at the measured s/step, both realizations (see the module docstring for what was cut)
-    # the mechanism study is the regime map's collapsing cell (regime_map.CONFIRM_CELL: the 1500-step warm start,
-    # entropy 0.03 on reasoning tokens; docs/method.md §7.12), with Top-k beside Top-p
-    "cpu": Sizes(steps=30, main_envs=("frozenlake",), main_algos=ALGOS, main_seeds=4, topk=False,
-                 mech_steps=150, mech_seeds=4, control_seeds=0, aux_steps=30, aux_algo="grpo", mech_algo="grpo",
-                 main_include_zero=False, reuse_main=True, slips=(0.0, 0.02, 0.2, 1.0), slip_seeds=4,
-                 sweep_env="frozenlake", ent_values=(0.0, 0.05), kl_values=(0.01, 0.1), topp_values=(0.6,),
-                 sweep_seeds=2, mech_entropy=0.03, mech_warm_start_steps=1500, mech_topk=True,
-                 testbed_envs=("sokoban", "countdown", "metamathqa"), testbed_seeds=4, testbed_other_seeds=2,
-                 testbed_curve_envs=(("deepcoder", "grpo"),), testbed_curve_seeds=2),
+    # CPU: the learning regime (docs/preregistrations.md §7.17): FrozenLake GRPO under no filter, Top-p and Top-k
+    # with 4 paired seeds on each of two warm starts (the realization check's), and the C7 sweeps' two new points
+    # with 2 seeds on the first warm start; see the module docstring for what was cut
+    "cpu": Sizes(steps=100, main_envs=("frozenlake",), main_algos=("grpo",), main_seeds=4, topk=True,
+                 topk_algos=("grpo",), mech_steps=100, mech_seeds=0, control_seeds=0, aux_steps=100,
+                 aux_algo="grpo", mech_algo="grpo", main_include_zero=False, reuse_main=True, slips=(),
+                 slip_seeds=0, sweep_env="frozenlake", ent_values=(0.01,), kl_values=(), topp_values=(0.5,),
+                 sweep_seeds=2, realization_sweeps=False),
     "smoke": Sizes(steps=2, main_envs=("frozenlake",), main_algos=("ppo", "grpo"), main_seeds=2, topk=True,
                    mech_steps=2, mech_seeds=2, control_seeds=1, aux_steps=2, aux_algo="grpo", mech_algo="grpo",
                    main_include_zero=False, reuse_main=True, slips=(0.02, 0.5), slip_seeds=1,
@@ -446,7 +460,8 @@ def _grid(sizes: Sizes, algo_settings: dict[str, dict[str, Any]] | None = None,
             for filt in (NO_FILTER, top_p_main):
                 add(env, algo, filt, "main", sizes.main_seeds, grad)
         if sizes.topk:
-            add(env, "ppo", TOP_K, "main", sizes.main_seeds, {"grad_analysis": {"enabled": True}})
+            for algo in (a for a in sizes.main_algos if a in sizes.topk_algos):
+                add(env, algo, TOP_K, "main", sizes.main_seeds, {"grad_analysis": {"enabled": True}})
     # the success curves' other environments: no filter, Top-p and Top-k (their filter mode: env_settings)
     for env, algo in sizes.curve_envs:
         grad = {"grad_analysis": {"enabled": algo in ("ppo", "grpo")}}
@@ -553,11 +568,13 @@ def _with_overrides_minimal(base: dict[str, Any], runs: dict[str, dict[str, Any]
     return pruned
 
 
-def in_realization_check(rid: str) -> bool:
+def in_realization_check(rid: str, sweeps: bool = True) -> bool:
     """Whether the realization check (:meth:`Profile.realization`) re-trains run ``rid``: every run but the
     testbed's on environments outside the paper's main table (its success-curve environments), which are drawn and
-    decide no claim (docs/method.md §7.13)."""
+    decide no claim (docs/method.md §7.13), and, unless ``sweeps``, the intervention sweeps' runs."""
     parts = parse_run_id(rid)
+    if not sweeps and parts["study"] in SWEEP_STUDIES:
+        return False
     return not (parts["study"] == "testbed" and parts["env"] not in PAPER_MAIN_ENVS)
 
 
@@ -606,7 +623,7 @@ def assemble(name: str, base: dict[str, Any], sizes: Sizes, algo_settings: dict[
     profile = Profile(name=name, base=base, runs=runs, notebooks=_notebooks(smoke), written_by=written_by)
     keys = {rid: _warm_start_path(profile.config(rid)) for rid in runs}
     return Profile(name=name, base=base, runs=runs, notebooks=profile.notebooks, warm_start_keys=keys,
-                   written_by=written_by)
+                   written_by=written_by, realization_sweeps=sizes.realization_sweeps)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -162,8 +162,9 @@ def c1_filter_gain(runs: pd.DataFrame) -> Verdict:
 
     The rule (docs/method.md §7.13, fixed before the testbed's runs were trained): over the runs on
     :data:`C1_ENVS`, a paired test of Top-p - none over every (env, algorithm, seed) pair against the paper's
-    mean gain on the same cells (:func:`paper_filter_gain`); where PPO has Top-k runs, the ordering too: paired
-    tests over PPO's (env, seed) pairs of Top-p - Top-k and Top-k - none, each ``agree`` when significantly
+    mean gain on the same cells (:func:`paper_filter_gain`); for the algorithms with Top-k runs (the paper's: PPO), the
+    ordering too (docs/preregistrations.md §7.17): paired tests over their (env, algorithm, seed) pairs of Top-p - Top-k
+    and Top-k - none, each ``agree`` when significantly
     positive, ``disagree`` when significantly negative (the ordering reversed), else inconclusive. The verdict
     combines them (:func:`~ragen2.repro.claim_tests.combine`: all agree -> agree, any disagree -> disagree).
     Per-algorithm and per-environment gains are context.
@@ -176,11 +177,13 @@ def c1_filter_gain(runs: pd.DataFrame) -> Verdict:
     effect = paper_filter_gain(table)
     main = paired_claim("C1", table, "final_success", "top_p", "none", pair_on=("env", "algo", "seed"),
                         what="all envs and algorithms", scale=100, direction="greater", paper_effect=effect)
-    ppo = table[table["algo"] == "ppo"]
-    ordering = ([paired_claim("C1", ppo, "final_success", a, b, pair_on=("env", "seed"),
-                              what=f"ordering, PPO {label}", scale=100)
-                 for a, b, label in (("top_p", "top_k", "Top-p >= Top-k"), ("top_k", "none", "Top-k >= none"))]
-                if "top_k" in set(ppo["condition"]) else [])
+    topk_algos = sorted(table.loc[table["condition"] == "top_k", "algo"].unique())
+    with_topk = table[table["algo"].isin(topk_algos)]
+    names = "/".join(a.upper().replace("_", ". ") for a in topk_algos)
+    ordering = [paired_claim("C1", with_topk, "final_success", a, b, pair_on=("env", "algo", "seed"),
+                             what=f"ordering, {names} {label}", scale=100)
+                for a, b, label in (("top_p", "top_k", "Top-p >= Top-k"), ("top_k", "none", "Top-k >= none"))
+                ] if topk_algos else []
     decided = combine("C1", [main, *ordering]) if ordering else main
     per_algo = [paired_claim("C1", table[table["algo"] == algo], "final_success", "top_p", "none",
                              pair_on=("env", "seed"), what=algo, scale=100) for algo in sorted(table["algo"].unique())]
