@@ -278,7 +278,7 @@ def intervention_claim(claim: str, runs: pd.DataFrame, *, sweeps: pd.DataFrame |
         context.append(f"{label}: swept values (mean per seed) - base {base_text}: "
                        f"{res.summary(scale=scale).replace(' pairs', ' seeds')}"
                        + (" (significant)" if significant else ""))
-    if sweeps is not None:
+    if sweeps is not None and len(sweeps):
         rhos = []
         for name, part in sweeps.groupby("sweep", sort=False):
             ok = part.dropna(subset=[value])

@@ -675,6 +675,11 @@ def fig_intervention_sweeps(
         sweeps: one row per run with ``sweep``, ``value`` and the ``metrics`` columns.
         metrics: column -> axis label, one row of panels each.
     """
+    if sweeps.empty:  # a realization without sweep runs: say so instead of an empty grid
+        fig, axes = panel_grid(1, 1, fig, (6.0, 1.6))
+        axes[0, 0].axis("off")
+        axes[0, 0].text(0.5, 0.5, "No sweep runs in this realization: nothing to draw.", ha="center", va="center")
+        return fig
     require_columns(sweeps, [sweep, value, *metrics], "sweeps")
     names = list(pd.unique(sweeps[sweep]))
     fig, axes = panel_grid(len(metrics), len(names), fig, (2.8, 2.4))

@@ -27,7 +27,7 @@ from ragen2.evaluate import Evaluation
 from ragen2.evaluate import paired_gain as success_gain
 from ragen2.repro import own_pipelines
 from ragen2.repro.own_pipelines import OwnPipeline
-from ragen2.repro.profiles import NO_FILTER, Profile, _with_overrides_minimal, base_config
+from ragen2.repro.profiles import NO_FILTER, Profile, _with_overrides_minimal, own_pipeline_base
 from ragen2.repro.run_ids import parse_run_id, run_id
 
 STUDY = "screen"
@@ -148,7 +148,7 @@ def build(smoke: bool = False) -> Profile:
     warm start and 2 steps (its numbers mean nothing)."""
     from ragen2.warmstart import warm_start_key
 
-    base = deep_merge(base_config("smoke" if smoke else "cpu"), FIXED)
+    base = deep_merge(own_pipeline_base(smoke), FIXED)
     if smoke:
         base = deep_merge(base, {"trainer": {"steps": 2, "save_freq": 1, "keep_every": 1}})
     from_dict(RunConfig, base)

@@ -4,7 +4,7 @@ Each paper notebook reads the runs of some studies (:data:`~ragen2.repro.noteboo
 A profile that defines none of a study's runs, or a pipeline whose runs of it are not trained yet, leaves
 the notebook nothing to load, and :func:`~ragen2.repro.studies.load_study` raises. Before its first cell
 that reads runs, every notebook therefore calls :func:`skip_without_studies`. When every study it reads
-has runs (:data:`~ragen2.repro.notebook_stages.OPTIONAL_STUDIES` aside), that returns ``None`` and does nothing else (the notebook runs as written). Otherwise it
+it cannot do without has runs (:data:`~ragen2.repro.notebook_stages.REQUIRED_STUDIES`), that returns ``None`` and does nothing else (the notebook runs as written). Otherwise it
 
 - returns a Markdown note naming the missing studies and what would produce them (the profiles that define
   them, or, when ``params.yaml`` defines them, that they are not trained yet), which the cell displays;
@@ -32,7 +32,7 @@ import pandas as pd
 from ragen2.repro.notebook_stages import (
     NOTEBOOK_CLAIMS,
     NOTEBOOK_STUDIES,
-    OPTIONAL_STUDIES,
+    REQUIRED_STUDIES,
     RUN_ARTIFACTS,
     parameters_key,
 )
@@ -164,7 +164,8 @@ def _set_skipping(on: bool) -> None:
 
 def skip_without_studies(notebook: str, runs_root: str | Path, fig_dir: str | Path,
                          params: str | Path | None = None) -> Any:
-    """``None`` when every study ``notebook`` reads has runs under ``runs_root``; otherwise the note (IPython
+    """``None`` when every study ``notebook`` needs (:data:`~ragen2.repro.notebook_stages.REQUIRED_STUDIES`) has runs
+    under ``runs_root``; otherwise the note (IPython
     ``Markdown``), after writing the placeholders and the untested claim into ``fig_dir`` and turning the
     notebook's remaining cells off (see the module docstring).
 
@@ -178,8 +179,7 @@ def skip_without_studies(notebook: str, runs_root: str | Path, fig_dir: str | Pa
 
     if notebook not in NOTEBOOK_STUDIES:
         raise ValueError(f"unknown notebook {notebook!r}; known: {', '.join(NOTEBOOK_STUDIES)}")
-    required = tuple(s for s in NOTEBOOK_STUDIES[notebook] if s not in OPTIONAL_STUDIES)
-    missing = missing_studies(runs_root, required)
+    missing = missing_studies(runs_root, REQUIRED_STUDIES[notebook])
     if not missing:
         _set_skipping(False)
         return None

@@ -23,7 +23,7 @@ from ragen2.repro.profiles import (
     Profile,
     _filter_label,
     _with_overrides_minimal,
-    base_config,
+    own_pipeline_base,
 )
 from ragen2.repro.run_ids import run_id
 
@@ -77,7 +77,7 @@ def build(smoke: bool = False) -> Profile:
     """
     from ragen2.warmstart import warm_start_key
 
-    base = base_config("smoke" if smoke else "cpu")
+    base = own_pipeline_base(smoke)
     base = deep_merge(base, {"trainer": {"steps": 2, "save_freq": 1, "keep_every": 1}} if smoke
                       else {"trainer": {"steps": STEPS}})
     from_dict(RunConfig, base)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 NOTEBOOK_STUDIES = {
-    "01_template_collapse": ("mech",),
+    "01_template_collapse": ("mech", "main"),
     "02_snr_mechanism": ("main", "mech"),
     "03_main_results": ("main", "testbed"),
     "04_rv_quartiles": ("main",),
@@ -33,9 +33,12 @@ NOTEBOOK_STUDIES = {
     "08_interventions": ("main", "ent", "kl", "toppsweep"),
 }
 """Notebook (file stem in ``notebooks/``) -> the studies whose runs it loads (a test reads the notebooks' calls)."""
-OPTIONAL_STUDIES = ("testbed",)
-"""Studies a notebook reads where a profile has them, whose absence is no reason to skip it: the paper profile puts
-the whole main table in ``main`` and has no ``testbed`` study."""
+REQUIRED_STUDIES = {nb: ("main", "slip") if nb == "05_stochasticity" else ("main",) for nb in NOTEBOOK_STUDIES}
+"""Notebook -> the studies it cannot do without (:func:`ragen2.repro.missing.skip_without_studies` skips it when one has
+no runs). It reads the others of :data:`NOTEBOOK_STUDIES` where a profile has them: the testbed (the paper profile puts
+the whole main table in ``main``), the mechanism study (the CPU profile looks for collapse in its ``main`` runs:
+:func:`ragen2.repro.studies.mechanism_study`), the slip study outside C5 and the sweeps (the CPU profile trains some of
+them, on its first warm start only)."""
 NOTEBOOK_CLAIMS = {
     "02_snr_mechanism": "C4",
     "03_main_results": "C1",

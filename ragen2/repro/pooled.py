@@ -100,7 +100,8 @@ def pooled_verdicts(runs_roots: tuple[str | Path, str | Path], figure_dirs: tupl
 
     ``runs_roots`` are the first and second realization's run folders; ``figure_dirs`` the folders holding each one's
     notebook 04 tables (``paper_figures`` and ``<realization figures_root>/04_rv_quartiles``). A claim whose runs or
-    tables are missing in either realization is an ``inconclusive`` :class:`Claim` that says so.
+    tables are missing in either realization is an ``untested`` :class:`Claim` that says so (as a notebook whose study
+    is missing writes it: :mod:`ragen2.repro.missing`).
 
     Returns:
         Claim id -> its :class:`~ragen2.repro.verdicts.Verdict` (claim and power numbers), or a Claim where it could
@@ -114,7 +115,7 @@ def pooled_verdicts(runs_roots: tuple[str | Path, str | Path], figure_dirs: tupl
         try:
             out[claim] = decide(roots, figs)
         except FileNotFoundError as e:
-            out[claim] = Claim(claim, "inconclusive", f"not pooled: {str(e).splitlines()[0]}")
+            out[claim] = Claim(claim, "untested", f"not pooled: {str(e).splitlines()[0]}")
     return out
 
 

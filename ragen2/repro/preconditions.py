@@ -238,10 +238,10 @@ def c5_preconditions(slip: pd.DataFrame) -> list[Precondition]:
 
 
 def c6_preconditions(treated: pd.DataFrame, steps: pd.DataFrame) -> list[Precondition]:
-    """C6: RL learns before any decline (peak gain) in the mechanism study's no-filter runs, and collapse is not
+    """C6: RL learns before any decline (peak gain) in the no-filter runs C6 reads, and collapse is not
     forced by a large entropy bonus (``treated``: :func:`~ragen2.repro.studies.mechanism_arms`'s treated runs)."""
     ent_when = f"entropy coefficient <= {ENTROPY_COEF_MAX:g} (10 x the paper's 0.001)"
-    learns = rl_learns("C6", steps, _no_filter(treated)["run_id"], where="no-filter mechanism runs", peak=True,
+    learns = rl_learns("C6", steps, _no_filter(treated)["run_id"], where="no-filter runs C6 reads", peak=True,
                        precondition="RL learns before any decline")
     if treated.empty:
         return [learns, _not_measured("C6", "collapse not forced", ent_when, "no mechanism run")]

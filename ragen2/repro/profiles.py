@@ -7,51 +7,31 @@ for the DVC ``train`` stage, and the papermill parameters of every notebook).
 ``python -m ragen2 profile {cpu,smoke,paper} --write params.yaml`` writes it out. Run ids are built and
 parsed by :mod:`ragen2.repro.run_ids`; ``<study>`` names the study a run belongs to (:data:`STUDIES`).
 
-**The CPU default profile** (``cpu``): sized to run within 90 minutes on 2 cores at the measured per-step
-cost (:data:`S_PER_STEP`; ``python -m ragen2 profile cpu --estimate``), with the settings a preliminary CPU
-experiment (docs/method.md §7.0) found necessary to see the paper's mechanisms at all:
+**The CPU default profile** (``cpu``): the paper's studies inside the one CPU setting where RL without a filter was
+found to learn (the learning screen, :mod:`ragen2.repro.learning_screen`; design fixed in docs/preregistrations.md
+§7.17 before its runs), sized to run within 90 minutes on 2 cores at the measured per-step cost (:data:`S_PER_STEP`;
+``python -m ragen2 profile cpu --estimate``):
 
-- Policy: the tiny local Llama (0.4M parameters), warm-started by SFT on 4000 expert episodes of which 30 %
-  carry a template reasoning (``warm_start.template_fraction``): 600 steps give greedy success 0.69 on
-  32 seeds, a *partial* start (the expert: 1.0), so that RL has room to improve; with 500 episodes the SFT
-  overfits (550 steps reach only 0.38). The warm start's strength and faithfulness decide whether anything
-  collapses, so they are parameters and ``warm_start.json`` records greedy success and template share.
-  Single-turn episodes with up to 10 moves: the 5-turn default costs several times the tokens. One warm
-  start serves every run, every slip rate included (``warm_start.env_kwargs``).
+- Setting: the tiny local Llama (0.4M parameters) on single-turn FrozenLake (2 % slip, up to 10 moves), warm-started by
+  300 SFT steps on 4000 expert episodes of which 30 % carry a template reasoning (``warm_start.template_fraction``): a
+  weak start with room to learn (the screen measured 23.6 % at temperature 0.5 on 512 seeds); GRPO, 8 prompts x 16
+  rollouts, 100 steps, actor lr 1e-4, entropy 0.001, KL off, no loss scaling (the reference code's); validation on 512
+  seeds at temperature 0.5 every 25 steps, the same seeds in every run (paired); MI diagnostics every 25 steps.
 - Filter: Top-p 0.9 in *linear* mode without zero-RV groups. The paper's main table used softmax mode,
   but with 8 groups and rewards in [0, 1] the softmax weights of the group stds are almost uniform, so
   softmax top-p 0.9 keeps 7-8 of 8 groups and hardly filters (measured on binomial groups: 7.2-7.9 kept
   vs 6.2-7.6 in linear mode, which always drops zero-RV groups).
-- ``main`` study (C1, C2, C4): FrozenLake x PPO, GRPO, DAPO, Dr. GRPO x {no filter, Top-p}, 4 paired seeds
-  (both conditions see the same env seeds), 30 steps of 8 x 8 rollouts, gradient decomposition on PPO
-  and GRPO (steps 1 and 16). Its validation success at step 0 and at the end also measures whether the
-  trainer learns.
-- ``testbed`` study (C1, docs/method.md §7.13): the rest of the paper's main table, in single-turn variants a policy
-  this small can partly learn (:data:`CPU_ENV_SETTINGS`), each environment from its own warm start with FrozenLake's
-  recipe: Sokoban (6 x 6, one box), Countdown with two numbers, MetaMathQA at difficulty 1 with one attempt; PPO under
-  no filter, Top-p and Top-k 0.25 with 4 paired seeds (FrozenLake's PPO Top-k runs too), GRPO, DAPO and Dr. GRPO under
-  no filter and Top-p with 2 paired seeds (4 did not fit the 90 minutes: docs/method.md §7.13, third amendment, which
-  cuts seeds on the non-PPO rows rather than any environment). No MI diagnostics or gradient decomposition. It also
-  trains the one success-curve environment beyond the table a policy this small can learn, DeepCoder at difficulty 1
-  with GRPO under no filter, Top-p and Top-k, 2 paired seeds, first realization only (drawn, never tested); SearchQA's
-  and WebShop's curves have a pipeline of their own (:mod:`ragen2.repro.multiturn_curves`).
-- ``mech`` study (C6): the regime map's confirming cell (:mod:`ragen2.repro.regime_map`, docs/method.md §7.12),
-  where template collapse appears at this scale: FrozenLake GRPO from its own warm start (1500 SFT steps), an entropy
-  bonus of 0.03 on the reasoning tokens (``trainer.entropy_scope: reasoning``), no KL, 150 steps, 4 paired seeds,
-  no filter vs Top-p vs Top-k 0.25. It has no control without the bonus (the main study's GRPO cells start from
-  the other warm start).
-- ``slip`` study (C5): FrozenLake GRPO at slip 0, 20 and 100 % (the main study's GRPO cells are the 2 %
-  point), no filter vs Top-p, 4 paired seeds, 30 steps, the main study's trainer settings.
-- ``ent``, ``kl``, ``toppsweep`` studies (C7): one factor at a time around the main study's GRPO cells
-  (their 4 seeds are every sweep's base point): entropy {0, 0.05}, KL (k1) {0.01, 0.1}, top-p 0.6; 2 seeds
-  per new point, 30 steps.
-- ``reuse_main`` (:class:`Sizes`): the points the main study already has are not trained twice; the
-  analysis borrows them (:func:`ragen2.repro.studies.slip_runs`, :func:`ragen2.repro.studies.sweep_table`)
-  when every other setting is equal.
-- **Left out to fit the 90 minutes** (they are in the ``paper`` profile): the success curves' SearchQA and WebShop
-  (multi-turn; at the table's settings SearchQA's warm starts reach greedy success 1.0 and WebShop's cost 25 minutes
-  each, docs/method.md §7.13: ``make curves`` trains both in variants of their own, §7.14); slip 5, 10 and 50 %;
-  more seeds for the sweeps; 100+ steps outside the mechanism study; an entropy-0 control for it.
+- ``main`` study (C1, C2, C3, C4, C6): no filter, Top-p and Top-k 0.25 with 4 paired seeds (both conditions see the
+  same env seeds), the gradient decomposition at steps 1 and 50 with the paper's 6 RV buckets. The realization check
+  trains it again from a second warm start. C6 reads these runs (:func:`ragen2.repro.studies.mechanism_study`): nothing
+  forces collapse here.
+- ``toppsweep`` and ``ent`` studies (C7): top-p 0.5 and entropy 0.01, one factor at a time around the main study's
+  no-filter runs (their base points: ``reuse_main``), 2 seeds, on the first warm start only.
+- **Not run, for the budget or because RL does not learn there** (docs/preregistrations.md §7.17): PPO (no learning
+  regime in the screen), DAPO and Dr. GRPO; the testbed's other environments (Sokoban had no learning regime); the
+  slip sweep (single-turn FrozenLake cannot correct a slip, multi-turn costs about ten times as much per step: C5
+  reads ``untested``); the KL sweep; the forced-collapse mechanism study (kept in the regime map's pipeline). The
+  ``paper`` profile has them all; the smoke profile keeps their plumbing.
 
 Parallelism: DVC 3.67's ``dvc repro`` has no ``-j``; ``make repro`` trains the stale runs on two worker
 processes (one torch thread each, dearest first: :mod:`ragen2.repro.runqueue`) and records them with
@@ -113,19 +93,14 @@ S_PER_STEP: dict[str, float | dict[str, float]] = {
     "metamathqa": {"ppo": 0.52, "grpo": 0.45, "dapo": 0.50, "dr_grpo": 0.45},
     "deepcoder": {"grpo": 0.73},
 }
-"""Measured seconds per RL step with the CPU profile's settings (single turn, 8 x 8 rollouts of <= 64 tokens,
-validation on 64 seeds every 10 steps; in the main, mechanism and sweep studies MI every 10 steps and the gradient
-decomposition in PPO/GRPO, not in the testbed), per environment and algorithm: each run's
-``timings_s.total_elapsed`` (which includes its step-0 validation and checkpoints) summed over its (env,
-algorithm) runs and divided by their steps, over the 386 runs of both realizations of a fresh clone's ``make repro``
-on 2026-12-03 (two worker processes, one torch thread each; the testbed's non-PPO rows had four seeds then, the same
-filter mix as now). The two realizations' phases took as long as their runs' summed ``total_elapsed`` over two
-workers (33.7 and 34.2 minutes), so a run's fixed cost outside its timer is within these rates. They are 10-60 %
-above the rates the same code measured a day earlier on this machine kind: the CPU behind it varies. Each number
-averages the filters its runs use: Top-p and Top-k runs update on fewer groups (FrozenLake's PPO mixes the main
-study's runs with MI and gradient analysis and the testbed's cheaper Top-k runs; FrozenLake's GRPO the 30-step runs
-with the mechanism study's 150-step ones, and the slip-100 % Top-p runs whose updates are all empty). Re-measure them
-when the trainer's cost changes, or :func:`estimate` drifts from the pipeline's real time."""
+"""Measured seconds per RL step, per environment and algorithm: each run's ``timings_s.total_elapsed`` (which includes
+its validations, diagnostics and checkpoints) over its steps, on two worker processes of one torch thread each.
+FrozenLake GRPO is the CPU profile's learning regime (8 x 16 rollouts, validation on 512 seeds every 25 steps, MI every
+25, the gradient decomposition twice; a 10-step probe of a no-filter and a Top-k run side by side on 2026-12-03 gave
+3.6 and 1.9 s a step, Top-p between them: 2.8 on average). The other rates are from the earlier 8 x 8 profile (single
+turn, rollouts of <= 64 tokens, validation on 64 seeds every 10 steps; 386 runs of a fresh clone's ``make repro`` on
+2026-12-03) and serve the smoke and dry-run profiles' estimates. Re-measure them when the trainer's cost changes, or
+:func:`estimate` drifts from the pipeline's real time."""
 S_PER_COMMITTED_RUN = 0.1
 """Seconds per run to record it in ``dvc.lock`` (``commit-runs``: hashing its files, copying them into DVC's cache),
 on one process, measured on 2026-12-03: 30 runs in 20 s, of which 17 s are reading and writing the lock file once
@@ -328,16 +303,48 @@ def _cpu_base() -> dict[str, Any]:
     return deep_merge(to_dict(RunConfig()), overrides)
 
 
-def _smoke_base() -> dict[str, Any]:
+def _own_pipelines_cpu_base() -> dict[str, Any]:
+    """The base of the CPU pipelines of their own (the regime map, the multi-turn curves, the learning screen): the CPU
+    profile's base before it moved into the learning regime (docs/preregistrations.md §7.17), kept as it was so that
+    their committed runs stay what their params say; each pipeline overrides what it varies."""
     overrides = {
-        # the least warm start after which the tiny policy closes its <think> tags (so MI metrics exist)
-        "warm_start": {"steps": 100, "batch_size": 16, "num_episodes": 128},
-        "rollout": {"env_groups": 4, "group_size": 3, "max_new_tokens": 48, "val_groups": 4},
-        "trainer": {"steps": 2, "mini_batch_size": 6, "micro_batch_size": 6, "test_freq": 1, "save_freq": 1},
-        "collapse": {"compute_freq": 1, "num_samples": 8},
-        "grad_analysis": {"every": 1, "num_buckets": 4},
+        "env": {"name": "frozenlake", "kwargs": {"success_rate": FROZENLAKE_BASE_SUCCESS_RATE}},
+        # a partial start: greedy success about 0.7 (600 steps on 4000 episodes; 500 episodes overfit)
+        "warm_start": {"steps": 600, "lr": 3e-3, "batch_size": 32, "num_episodes": 4000,
+                       "template_fraction": 0.3, "seed": 0},
+        "rollout": {"env_groups": 8, "group_size": 8, "max_turns": 1, "max_actions_per_turn": 10,
+                    "max_actions_per_traj": 10, "max_new_tokens": 64, "max_context_tokens": 1024,
+                    "val_groups": 64},
+        "trainer": {"algo": "ppo", "steps": 30, "actor_lr": 1e-4, "critic_lr": 1e-4, "mini_batch_size": 32,
+                    "micro_batch_size": 16, "entropy_coef": 0.001, "test_freq": 10, "save_freq": 30,
+                    "empty_stop_steps": 0, "rv_collapse_stop": False, "low_val_stop_patience": 0},
+        "filter": {"strategy": "top_p", "value": 1.0, "top_p_mode": "linear", "include_zero": True},
+        "collapse": {"compute_freq": 10, "num_samples": 32},
+        "grad_analysis": {"enabled": False, "every": 15, "num_buckets": 4},
     }
-    return deep_merge(_cpu_base(), overrides)
+    return deep_merge(to_dict(RunConfig()), overrides)
+
+
+SMOKE_OVERRIDES: dict[str, Any] = {
+    # the least warm start after which the tiny policy closes its <think> tags (so MI metrics exist)
+    "warm_start": {"steps": 100, "batch_size": 16, "num_episodes": 128},
+    "rollout": {"env_groups": 4, "group_size": 3, "max_new_tokens": 48, "val_groups": 4},
+    "trainer": {"steps": 2, "mini_batch_size": 6, "micro_batch_size": 6, "test_freq": 1, "save_freq": 1},
+    "collapse": {"compute_freq": 1, "num_samples": 8},
+    "grad_analysis": {"every": 1, "num_buckets": 4},
+}
+"""What the smoke profile changes in a CPU base: tiny everything, so every notebook executes in minutes."""
+
+
+def _smoke_base() -> dict[str, Any]:
+    return deep_merge(_cpu_base(), SMOKE_OVERRIDES)
+
+
+def own_pipeline_base(smoke: bool = False) -> dict[str, Any]:
+    """The base config of a CPU pipeline of its own (:func:`_own_pipelines_cpu_base`; ``smoke``: with
+    :data:`SMOKE_OVERRIDES`)."""
+    base = _own_pipelines_cpu_base()
+    return deep_merge(base, SMOKE_OVERRIDES) if smoke else base
 
 
 def _paper_base() -> dict[str, Any]:

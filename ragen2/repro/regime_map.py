@@ -30,7 +30,7 @@ from ragen2.config import RunConfig, deep_merge, from_dict
 from ragen2.repro import collapse_criteria as cc
 from ragen2.repro import own_pipelines
 from ragen2.repro.own_pipelines import OwnPipeline
-from ragen2.repro.profiles import NO_FILTER, TOP_P, Profile, _filter_label, base_config
+from ragen2.repro.profiles import NO_FILTER, TOP_P, Profile, _filter_label, own_pipeline_base
 from ragen2.repro.run_ids import parse_run_id, run_id
 
 STUDY = "map"
@@ -120,7 +120,7 @@ def build(smoke: bool = False, seeds: int = 1) -> Profile:
     from ragen2.repro.profiles import _with_overrides_minimal
     from ragen2.warmstart import warm_start_key
 
-    base = deep_merge(base_config("smoke" if smoke else "cpu"), FIXED)
+    base = deep_merge(own_pipeline_base(smoke), FIXED)
     if smoke:
         base = deep_merge(base, {"trainer": {"steps": 2, "save_freq": 1, "keep_every": 1}})
     from_dict(RunConfig, base)

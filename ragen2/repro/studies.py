@@ -82,15 +82,33 @@ WARM_START_COLUMNS = ("warm_start.steps", "warm_start.template_fraction")
 """The config columns that tell two warm-start recipes apart in :func:`mechanism_arms`."""
 
 
+MECHANISM_STUDIES = ("mech", "main")
+"""The studies C6 and the collapse notebooks read (:func:`mechanism_study`)."""
+
+
+def mechanism_study(runs_root: str | Path) -> str:
+    """The study whose runs show collapse dynamics (C6, notebooks 01 and 07): ``mech``, the collapse-mechanism
+    study, where the pipeline has its runs (the paper profile, the regime map's forced cell), else ``main`` (the CPU
+    profile looks for collapse in its learning regime at the paper's entropy, docs/preregistrations.md §7.17).
+
+    Raises:
+        FileNotFoundError: ``runs_root`` holds no run directory.
+    """
+    return "mech" if study_run_dirs(runs_root, "mech") else "main"
+
+
 def mechanism_arms(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """C6's treated and control runs among ``runs`` (:func:`load_study` of the ``mech`` and ``main`` studies).
 
     Treated: the mechanism study's runs with the reasoning entropy bonus (``study_value > 0``). Control:
     the mechanism study's runs without it; profiles with ``reuse_main`` have none, and there the main
     study's cells of the same algorithm are the control when they start from the same warm start (same SFT
-    steps and template share; seeds and filter are the same); else there is no control.
+    steps and template share; seeds and filter are the same); else there is no control. Without any ``mech`` run
+    (:func:`mechanism_study`) the main study's runs are the treated ones and there is no control.
     """
     mech = runs[runs["study"] == "mech"]
+    if mech.empty:
+        return runs[runs["study"] == "main"], runs.iloc[0:0]
     treated = mech[mech["study_value"] > 0]
     control = mech[mech["study_value"] == 0]
     if control.empty:
@@ -159,9 +177,13 @@ def slip_runs(runs_root: str | Path, metrics: Sequence[str] = ()) -> pd.DataFram
     return out.drop_duplicates(subset=["slip_rate", "condition", "seed", "algo"], keep="first").reset_index(drop=True)
 
 
+SWEEP_TABLE_COLUMNS = ("sweep", "value", "seed", "run_id", "final_success", "final_mi")
+
+
 def sweep_table(runs: pd.DataFrame, sweeps: dict[str, str], mi_metric: str = MI_METRIC,
                 base: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One row per run of the intervention sweeps: ``sweep, value, seed, run_id, final_success, final_mi``.
+    """One row per run of the intervention sweeps: ``sweep, value, seed, run_id, final_success, final_mi`` (no rows
+    when none of the sweeps has runs).
 
     Args:
         runs: from :func:`load_study` with the final ``mi_metric`` column.
@@ -181,8 +203,8 @@ def sweep_table(runs: pd.DataFrame, sweeps: dict[str, str], mi_metric: str = MI_
         for d in part.to_dict("records"):
             rows.append({"sweep": label, "value": float(d[column]), "seed": d["seed"], "run_id": d["run_id"],
                          "final_success": d["final_success"], "final_mi": d.get(mi_metric, math.nan)})
-    if not rows:
-        raise ValueError(f"no runs of the sweeps {sorted(sweeps)}")
+    if not rows:  # a realization that trains only the main study (the CPU profile's second warm start)
+        return pd.DataFrame(columns=list(SWEEP_TABLE_COLUMNS))
     return pd.DataFrame(rows).drop_duplicates(subset=["sweep", "run_id"]).reset_index(drop=True)
 
 

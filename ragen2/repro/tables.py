@@ -152,27 +152,33 @@ def main_table(
     return table
 
 
-TOPK_ROW = "PPO, Top-k 0.25"
-"""The row label of :func:`with_topk_row` (the paper runs Top-k with PPO only)."""
+def topk_row_label(algo: str) -> str:
+    """The row label of an algorithm's Top-k row in :func:`with_topk_row`."""
+    return f"{ALGO_LABELS.get(algo, algo)}, Top-k 0.25"
+
+
+TOPK_ROW = topk_row_label("ppo")
+"""The Top-k row of the paper's main table (the paper runs Top-k with PPO only)."""
 
 
 def with_topk_row(table: pd.DataFrame, runs_df: pd.DataFrame, *, value: str = "final_success",
                   scale: float = 100.0) -> pd.DataFrame:
-    """``table`` (a :func:`main_table`) with one more row, :data:`TOPK_ROW`: PPO's no-filter success and the paired
-    gain of Top-k over it, per env of ``table`` (C1's ordering Top-p >= Top-k >= none, read beside the PPO row); its
-    ``Average`` is over the envs where PPO has Top-k runs.
+    """``table`` (a :func:`main_table`) with one more row per algorithm that has Top-k runs in ``runs_df``
+    (:func:`topk_row_label`; the paper's: PPO, :data:`TOPK_ROW`): that algorithm's no-filter success and the paired
+    gain of Top-k over it, per env of ``table`` (C1's ordering Top-p >= Top-k >= none, read beside the algorithm's
+    row); its ``Average`` is over the envs where the algorithm has Top-k runs.
 
-    ``table`` unchanged when PPO has no Top-k run in ``runs_df``.
+    ``table`` unchanged when no algorithm has a Top-k run in ``runs_df``.
     """
-    ppo = runs_df[(runs_df["algo"] == "ppo") & runs_df["condition"].isin(["top_k", "none"])]
-    if "top_k" not in set(ppo["condition"]):
-        return table
-    envs = {ENV_LABELS.get(e, e): e for e in ppo["env"].unique()}
-    shown = [e for e in table.columns.get_level_values("env").unique() if e in envs or e == AVERAGE]
-    ppo = ppo[ppo["env"].isin([envs[e] for e in shown if e != AVERAGE])]
-    row = main_table(ppo, value=value, filtered="top_k", scale=scale, average=AVERAGE in shown)
-    row = row.rename(index={ALGO_LABELS["ppo"]: TOPK_ROW})
-    out = pd.concat([table, row.reindex(columns=table.columns)])
+    out = table
+    for algo in sorted(runs_df.loc[runs_df["condition"] == "top_k", "algo"].unique()):
+        runs = runs_df[(runs_df["algo"] == algo) & runs_df["condition"].isin(["top_k", "none"])]
+        envs = {ENV_LABELS.get(e, e): e for e in runs["env"].unique()}
+        shown = [e for e in table.columns.get_level_values("env").unique() if e in envs or e == AVERAGE]
+        runs = runs[runs["env"].isin([envs[e] for e in shown if e != AVERAGE])]
+        row = main_table(runs, value=value, filtered="top_k", scale=scale, average=AVERAGE in shown)
+        row = row.rename(index={ALGO_LABELS.get(algo, algo): topk_row_label(algo)})
+        out = pd.concat([out, row.reindex(columns=table.columns)])
     out.index.name = table.index.name
     for col in out.columns:
         if col[1].startswith("n_"):

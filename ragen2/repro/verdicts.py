@@ -287,8 +287,11 @@ def mechanism_regime(treated: pd.DataFrame) -> str:
         return "/".join(f"{v:g}" for v in values) or "?"
 
     algo = "/".join(sorted(treated["algo"].unique()))
-    return (f"mechanism study ({algo}, warm start {one('warm_start.steps')} SFT steps with template share "
-            f"{one('warm_start.template_fraction')}, entropy {one('trainer.entropy_coef')} on reasoning tokens, "
+    scopes = sorted(treated["trainer.entropy_scope"].dropna().unique()) if "trainer.entropy_scope" in treated else []
+    tokens = "reasoning tokens" if scopes == ["reasoning"] else "all tokens" if scopes == ["all"] else "/".join(scopes)
+    study = "mechanism study" if set(treated["study"]) == {"mech"} else f"{'/'.join(sorted(set(treated['study'])))} study"
+    return (f"{study} ({algo}, warm start {one('warm_start.steps')} SFT steps with template share "
+            f"{one('warm_start.template_fraction')}, entropy {one('trainer.entropy_coef')} on {tokens or '?'}, "
             f"actor lr {one('trainer.actor_lr')}, {one('trainer.steps')} steps)")
 
 

@@ -42,7 +42,7 @@ def test_the_note_says_what_would_produce_the_study(tmp_path):
     assert "`mech` study" in untrained and "profile `custom`) defines 1 runs of it, not trained yet" in untrained
     assert "claim C6 is written as untested" in untrained and "\n" not in untrained
     undefined = study_note("08_interventions", ("kl",), tmp_path / "runs", params)
-    assert "profile `custom` does not define it; `cpu`, `smoke`, `paper` do" in undefined
+    assert "profile `custom` does not define it; `smoke`, `paper` do" in undefined
     no_params = study_note("01_template_collapse", ("mech",), tmp_path / "runs", None)
     assert "no `params.yaml` defines it here" in no_params and "no claim is affected" in no_params
 
@@ -71,6 +71,16 @@ def test_the_skip_turns_later_cells_into_pass_but_not_the_check():
     assert _skip_cell(["x = 1\n", "x\n"]) == ["pass\n"]
     check = ['skip_without_studies("03_main_results", runs_root, fig_dir)\n']
     assert _skip_cell(check) == check
+
+
+def test_only_the_studies_a_notebook_cannot_do_without_make_it_skip(tmp_path):
+    """The CPU profile has no mech, slip or KL runs: notebooks 01 and 07 read the main study's runs instead, 06 and 08
+    correlate and sweep what there is; only C5's notebook needs its slip study."""
+    runs = _runs(tmp_path / "runs", "frozenlake__grpo__none__main__s0")
+    for notebook in ("01_template_collapse", "06_diagnostics", "07_training_dynamics", "08_interventions"):
+        assert skip_without_studies(notebook, runs, tmp_path / "figs") is None, notebook
+    assert skip_without_studies("05_stochasticity", runs, tmp_path / "figs") is not None
+    assert (tmp_path / "figs" / "claims_stochasticity.csv").is_file()
 
 
 def test_nothing_happens_when_every_study_has_runs(tmp_path):

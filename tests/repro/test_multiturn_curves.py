@@ -7,7 +7,7 @@ from pathlib import Path
 import yaml
 
 from ragen2.repro import multiturn_curves as mc
-from ragen2.repro.profiles import base_config
+from ragen2.repro.profiles import own_pipeline_base
 from ragen2.repro.run_ids import parse_run_id
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,7 +28,7 @@ def test_build_runs_every_environment_under_three_filters_with_its_seeds():
 
 def test_runs_are_multi_turn_variants_with_one_action_per_turn_and_no_diagnostics():
     profile = mc.build()
-    cpu = base_config("cpu")
+    cpu = own_pipeline_base()
     for rid in profile.runs:
         cfg = profile.config(rid)
         curve = next(c for c in mc.CURVE_ENVS if c.env == cfg.env.name)
@@ -94,7 +94,7 @@ def test_dvc_file_reads_the_pipelines_params_and_paths():
 def test_smoke_build_keeps_the_variants_with_smoke_sizes():
     profile = mc.build(smoke=True)
     assert len(profile.runs) == 3 * len(mc.CURVE_ENVS)
-    smoke = base_config("smoke")
+    smoke = own_pipeline_base(smoke=True)
     for rid in profile.runs:
         cfg = profile.config(rid)
         assert cfg.trainer.steps == 2 and cfg.warm_start.steps == smoke["warm_start"]["steps"]

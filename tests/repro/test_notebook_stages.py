@@ -18,6 +18,7 @@ from ragen2.repro.notebook_stages import (
     parameters_key,
 )
 from ragen2.repro.profiles import PROFILE_NAMES, build
+from ragen2.repro.studies import MECHANISM_STUDIES
 from tests.repro.dvcyaml import REPO, paths, resolved
 
 LOADERS = {"load_study": 1, "load_study_grad_tables": 1}
@@ -39,8 +40,12 @@ def studies_loaded(source: str) -> set[str]:
             found |= {"slip", "main"}
         elif name in LOADERS:
             arg = node.args[LOADERS[name]]
-            # a study list is a literal or one of the claims' constants (shared with ragen2.repro.pooled)
-            value = getattr(verdicts, arg.id) if isinstance(arg, ast.Name) else ast.literal_eval(arg)
+            # a study list is a literal, one of the claims' constants (shared with ragen2.repro.pooled), or the
+            # study mechanism_study() picks (one of MECHANISM_STUDIES)
+            if isinstance(arg, ast.Call) and getattr(arg.func, "id", None) == "mechanism_study":
+                value = MECHANISM_STUDIES
+            else:
+                value = getattr(verdicts, arg.id) if isinstance(arg, ast.Name) else ast.literal_eval(arg)
             found |= {value} if isinstance(value, str) else set(value)
     return found
 
@@ -154,7 +159,8 @@ def test_input_manifests_change_only_for_the_notebooks_that_read_a_changed_run(t
     assert before["05_stochasticity"]["studies"] == ["main", "slip"]
     assert set(before["05_stochasticity"]["runs"]) == {"frozenlake__grpo__none__main__s0",
                                                        "frozenlake__grpo__none__slip0p2__s0"}
-    assert set(before["01_template_collapse"]["runs"]) == {"frozenlake__grpo__none__mech0p02__s0"}
+    assert set(before["01_template_collapse"]["runs"]) == {"frozenlake__grpo__none__mech0p02__s0",
+                                                           "frozenlake__grpo__none__main__s0"}
     (slip / "metrics.jsonl").write_text('{"step": 0}\n')  # the slip run is retrained
     after = input_manifests(tmp_path)
     changed = {nb for nb in NOTEBOOK_STUDIES if after[nb] != before[nb]}

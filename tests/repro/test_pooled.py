@@ -61,7 +61,7 @@ def test_a_claim_whose_runs_are_missing_is_not_pooled(tmp_path):
     _main_study(tmp_path / "first", base=0.5, gain=0.03)
     out = pooled.pooled_verdicts((tmp_path / "first", tmp_path / "none"), (tmp_path, tmp_path), claims=("C1", "C7"))
     for claim in ("C1", "C7"):
-        assert isinstance(out[claim], Claim) and out[claim].verdict == "inconclusive"
+        assert isinstance(out[claim], Claim) and out[claim].verdict == "untested"
         assert out[claim].evidence.startswith("not pooled: ")
 
 

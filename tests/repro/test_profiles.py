@@ -9,9 +9,7 @@ import yaml
 
 from ragen2.__main__ import main
 from ragen2.config import RunConfig, from_dict, load_config, run_ids, to_dict
-from ragen2.repro import regime_map
 from ragen2.repro.profiles import (
-    ALGOS,
     PAPER_MAIN_ENVS,
     PROFILE_NAMES,
     S_PER_COMMITTED_RUN,
@@ -53,95 +51,49 @@ def test_run_ids_round_trip_and_reject_bad_parts():
         parse_run_id("nope")
 
 
-def test_cpu_profile_has_the_designed_studies(profiles):
-    cpu = profiles["cpu"]
-    parts = [parse_run_id(r) for r in cpu.runs]
-    studies = {p["study"] for p in parts}
-    assert studies == {"main", "testbed", "mech", "slip", "ent", "kl", "toppsweep"}
-    slips = sorted({p["study_value"] for p in parts if p["study"] == "slip"})
-    assert len(slips) >= 2 and any(0.05 <= s <= 0.5 for s in slips) and set(slips) <= set(SLIPS)
-    assert {0.0, 1.0} <= set(slips)
-    for rid in cpu.runs:  # slip = 1 - success_rate, exactly
-        p = parse_run_id(rid)
-        if p["study"] == "slip":
-            assert cpu.config(rid).env.kwargs["success_rate"] == pytest.approx(1 - p["study_value"])
-    mech = [cpu.config(r) for r in cpu.runs if parse_run_id(r)["study"] == "mech"]
-    assert all(c.trainer.entropy_scope == "reasoning" and c.trainer.kl_coef == 0 for c in mech)
-    assert all(c.trainer.steps >= 150 for c in mech)
-    assert {c.filter.strategy for c in mech} == {"top_p", "top_k"}
-    # the mechanism study is the regime map's confirming cell (its own warm start), at its own length and seeds
-    confirm = regime_map.build()
-    cell = [confirm.config(r) for r in confirm.runs if parse_run_id(r)["study"] == regime_map.CONFIRM_STUDY]
-    setting = {(c.warm_start.steps, c.warm_start.template_fraction, c.trainer.entropy_coef, c.trainer.actor_lr,
-                c.trainer.algo) for c in cell}
-    assert len(setting) == 1
-    assert {(c.warm_start.steps, c.warm_start.template_fraction, c.trainer.entropy_coef, c.trainer.actor_lr,
-             c.trainer.algo) for c in mech} == setting
-    # every slip rate starts from the base warm start; the main study's cells are the 2 % point, not retrained
-    slip_cfgs = [cpu.config(r) for r in cpu.runs if parse_run_id(r)["study"] == "slip"]
-    assert all(c.warm_start.env_kwargs == {"success_rate": 0.98} for c in slip_cfgs)
-    assert 0.02 not in slips
-    # the base's, the mechanism study's, one per other environment of the main table and DeepCoder's (the testbed)
-    assert sorted(cpu.config(w["run"]).env.name for w in cpu.warm_starts().values()) == [
-        "countdown", "deepcoder", "frozenlake", "frozenlake", "metamathqa", "sokoban"]
-    main_grpo = cpu.config("frozenlake__grpo__none__main__s0")
-    slip_grpo = cpu.config("frozenlake__grpo__none__slip0p2__s0")
-    assert (main_grpo.trainer, main_grpo.filter) == (slip_grpo.trainer, slip_grpo.filter)
-    # every cell of the main comparison has >= 4 paired seeds, same env seeds in both conditions
-    main = [p for p in parts if p["study"] in ("main", "mech") and p["study_value"] != 0]
-    cells: dict[tuple, set] = {}
-    for p in main:
-        cells.setdefault((p["env"], p["algo"], p["filter_tag"], p["study"]), set()).add(p["seed"])
-    assert all(len(seeds) >= 4 for seeds in cells.values())
-    grad = [cpu.config(r).grad_analysis.enabled for r in cpu.runs if parse_run_id(r)["study"] == "main"
-            and parse_run_id(r)["algo"] in ("ppo", "grpo")]
-    assert grad and all(grad)
+def test_cpu_profile_is_the_screens_learning_regime(profiles):
+    """docs/preregistrations.md §7.17: FrozenLake single-turn GRPO from the screen's 300-step warm start, 8 x 16, 100
+    steps, validation on 512 paired seeds, no loss scaling; no filter / Top-p / Top-k x 4 paired seeds with the
+    gradient decomposition on 6 buckets; the C7 points top-p 0.5 and entropy 0.01 on 2 seeds."""
+    from ragen2.repro import learning_screen
 
-
-def test_cpu_testbed_completes_the_papers_main_table(profiles):
-    """Sokoban, Countdown and MetaMathQA beside FrozenLake, four algorithms, Top-k beside Top-p for PPO on every
-    environment, 4 paired seeds in every PPO cell and FrozenLake's, 2 in the other non-PPO cells (docs/method.md
-    §7.13, third amendment: the budget's cut, never fewer environments); only C1 reads these runs."""
     cpu = profiles["cpu"]
-    cells: dict[tuple, set] = {}
+    parts = {rid: parse_run_id(rid) for rid in cpu.runs}
+    assert {p["study"] for p in parts.values()} == {"main", "ent", "toppsweep"}
+    screen = learning_screen.build()
+    cell = screen.config("frozenlake__grpo__none__screen1__s3")
     for rid in cpu.runs:
-        p = parse_run_id(rid)
-        if p["study"] in ("main", "testbed") and p["env"] in PAPER_MAIN_ENVS:
-            cells.setdefault((p["env"], p["algo"], p["filter_tag"]), set()).add(p["seed"])
-    assert {env for env, _, _ in cells} == set(PAPER_MAIN_ENVS)
-    for env in PAPER_MAIN_ENVS:
-        assert {a for e, a, f in cells if e == env} == set(ALGOS)
-        assert all(cells[(env, "ppo", f)] == {0, 1, 2, 3} for f in ("none", "topp0p9", "topk0p25"))
-        for algo in ALGOS:  # paired: the same seeds under both conditions
-            seeds = {0, 1, 2, 3} if algo == "ppo" or env == "frozenlake" else {0, 1}
-            assert cells[(env, algo, "none")] == cells[(env, algo, "topp0p9")] == seeds
-    assert not any(f == "topk0p25" and a != "ppo" for _, a, f in cells)
-    testbed = [cpu.config(r) for r in cpu.runs if parse_run_id(r)["study"] == "testbed"]
-    assert not any(c.collapse.enabled or c.grad_analysis.enabled for c in testbed)
-    kwargs = {c.env.name: c.env.kwargs for c in testbed}
-    assert kwargs["countdown"] == {"min_numbers": 2, "max_numbers": 2}
-    assert kwargs["metamathqa"] == {"difficulty": 1, "max_attempts": 1} and kwargs["sokoban"] == {}
-    tb_main = cpu.config("sokoban__grpo__none__testbed__s0")
-    fl_main = cpu.config("frozenlake__grpo__none__main__s0")
-    assert (tb_main.trainer, tb_main.rollout, tb_main.warm_start) == (fl_main.trainer, fl_main.rollout,
-                                                                       fl_main.warm_start)
-    assert "&id" not in cpu.yaml()  # every run's overrides are its own (no YAML anchors)
+        cfg = cpu.config(rid)
+        assert (cfg.env, cfg.warm_start) == (cell.env, cell.warm_start), rid
+        assert (cfg.trainer.algo, cfg.trainer.steps, cfg.trainer.actor_lr, cfg.trainer.kl_coef) == ("grpo", 100, 1e-4, 0)
+        assert (cfg.rollout.env_groups, cfg.rollout.group_size, cfg.rollout.max_turns) == (8, 16, 1)
+        assert (cfg.rollout.val_groups, cfg.rollout.val_seed, cfg.rollout.val_temperature) == (512, 123, 0.5)
+        assert cfg.filter.loss_scaling == "none" and cfg.collapse.enabled
+    cells: dict[tuple, set] = {}
+    for p in parts.values():
+        value = None if p["study_value"] != p["study_value"] else p["study_value"]  # NaN: a study without a value
+        cells.setdefault((p["study"], p["filter_tag"], value), set()).add(p["seed"])
+    assert cells == {("main", "none", None): {0, 1, 2, 3}, ("main", "topp0p9", None): {0, 1, 2, 3},
+                     ("main", "topk0p25", None): {0, 1, 2, 3}, ("toppsweep", "topp0p5", None): {0, 1},
+                     ("ent", "none", 0.01): {0, 1}}
+    main = [cpu.config(r) for r, p in parts.items() if p["study"] == "main"]
+    assert all(c.grad_analysis.enabled and c.grad_analysis.num_buckets == 6 and c.trainer.entropy_coef == 0.001
+               for c in main)
+    assert {c.filter.include_zero for c in main if c.filter.strategy == "top_p" and c.filter.value < 1} == {False}
+    # both warm starts train the main study; the sweeps only the first (the budget, §7.17)
+    assert set(cpu.realization()["train"]) == {r for r, p in parts.items() if p["study"] == "main"}
+    assert len(cpu.warm_starts()) == 1 and len(cpu.realization()["warm_starts"]) == 1
 
 
-def test_cpu_testbed_draws_deepcoder_success_curves_in_the_first_realization_only(profiles):
-    """DeepCoder at difficulty 1 with GRPO under the three filters, 2 paired seeds (docs/method.md §7.13, second
-    amendment); outside the main table, so the realization check does not re-train it."""
-    cpu = profiles["cpu"]
-    curve = {rid: parse_run_id(rid) for rid in cpu.runs if parse_run_id(rid)["env"] not in PAPER_MAIN_ENVS}
-    assert {(p["env"], p["algo"], p["study"]) for p in curve.values()} == {("deepcoder", "grpo", "testbed")}
-    assert {(p["filter_tag"], p["seed"]) for p in curve.values()} == {
-        (f, s) for f in ("none", "topp0p9", "topk0p25") for s in (0, 1)}
-    cfgs = [cpu.config(rid) for rid in curve]
-    assert all(c.env.kwargs == {"difficulty": 1} and not c.collapse.enabled for c in cfgs)
-    base = cpu.config("sokoban__grpo__none__testbed__s0")
-    assert all((c.trainer, c.rollout) == (base.trainer, base.rollout) for c in cfgs if c.filter == base.filter)
+def test_testbed_curve_runs_are_left_out_of_the_realization_check(profiles):
+    """The testbed's success-curve environments (DeepCoder) are drawn and decide no claim, so the realization check
+    does not re-train them (docs/method.md §7.13); the smoke profile keeps the testbed's plumbing."""
+    smoke = profiles["smoke"]
+    curve = {rid for rid in smoke.runs if parse_run_id(rid)["env"] not in PAPER_MAIN_ENVS}
+    assert curve and {parse_run_id(r)["study"] for r in curve} == {"testbed"}
     assert not any(in_realization_check(rid) for rid in curve)
-    assert set(cpu.realization()["train"]) == set(cpu.runs) - set(curve)
+    assert set(smoke.realization()["train"]) == set(smoke.runs) - curve
+    assert "&id" not in profiles["cpu"].yaml()  # every run's overrides are its own (no YAML anchors)
 
 
 def test_paper_profile_uses_the_papers_setup(profiles):
@@ -219,16 +171,16 @@ def test_estimate_is_computed_from_the_grid(profiles):
     assert est.total_s == pytest.approx((est.train_s + 10.0 * len(paper.notebooks)) / 2 + est.commit_s)
     with pytest.raises(ValueError, match="no measured s/step"):
         estimate(paper, s_per_step={"frozenlake": 1.0})
-    cpu = estimate(profiles["cpu"])  # at the measured rates; six warm starts, the base's, the mechanism study's and
-    # the testbed's four; the realization check re-trains every run but DeepCoder's with its own five warm starts and
-    # runs seven notebooks, then the claims stage: with `make setup` (about 2.3 minutes) all must fit the 90 minutes
-    assert cpu.warm_starts == 6 and cpu.realization_runs == cpu.runs - 6
+    cpu = estimate(profiles["cpu"])  # at the measured rates; one warm start; the realization check re-trains the main
+    # study's 12 runs (not the sweeps' 4) from its own warm start and runs seven notebooks, then the claims stage: with
+    # `make setup` (about 2.3 minutes) all must fit the 90 minutes
+    assert cpu.warm_starts == 1 and cpu.realization_runs == cpu.runs - 4 == 12
     assert cpu.total_s == pytest.approx((cpu.train_s + cpu.warm_start_s + cpu.notebooks_s) / 2 + cpu.commit_s)
     assert cpu.realization_notebooks_s == pytest.approx(cpu.notebooks_s * 7 / 8)  # no notebook 01
     assert cpu.total_s < cpu.pipeline_s < 2 * cpu.total_s + cpu.claims_s + cpu.fixed_s
     assert cpu.pipeline_s + 2.3 * 60 <= 90 * 60
-    with pytest.raises(ValueError, match="'dapo'"):
-        estimate(profiles["cpu"], s_per_step={"frozenlake": {"ppo": 1.0, "grpo": 1.0}})
+    with pytest.raises(ValueError, match="'grpo'"):
+        estimate(profiles["cpu"], s_per_step={"frozenlake": {"ppo": 1.0}})
 
 
 def test_committed_params_equal_profile_cpu(profiles):

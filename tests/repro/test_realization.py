@@ -13,7 +13,7 @@ from ragen2.errors import ConfigError
 from ragen2.repro import realization
 from ragen2.repro.claims import Claim, read_claims, write_claims
 from ragen2.repro.notebook_stages import NOTEBOOK_STUDIES, parameters_key
-from ragen2.repro.profiles import PAPER_MAIN_ENVS, build
+from ragen2.repro.profiles import PAPER_MAIN_ENVS, SWEEP_STUDIES, build
 from ragen2.repro.run_ids import parse_run_id
 from tests.repro.dvcyaml import REPO, paths, resolved
 
@@ -100,14 +100,16 @@ def test_the_profiles_declare_a_second_warm_start_for_every_run_that_decides_a_c
     for name in ("cpu", "smoke"):
         profile = build(name)
         entry = profile.params()["pipeline"]["realization"]
-        # every run but the testbed's success-curve environments (outside the main table: drawn, never tested)
-        curve_runs = {rid for rid in profile.runs if parse_run_id(rid)["env"] not in PAPER_MAIN_ENVS}
-        assert curve_runs and all(parse_run_id(rid)["study"] == "testbed" for rid in curve_runs)
-        assert entry["set"] == list(realization.OVERRIDES) and set(entry["train"]) == set(profile.runs) - curve_runs
+        # every run but the testbed's success-curve environments (outside the main table: drawn, never tested) and,
+        # in the CPU profile, the sweeps (trained on the first warm start only: docs/preregistrations.md §7.17)
+        left_out = {rid for rid in profile.runs if parse_run_id(rid)["env"] not in PAPER_MAIN_ENVS
+                    or (not profile.realization_sweeps and parse_run_id(rid)["study"] in SWEEP_STUDIES)}
+        assert left_out
+        assert entry["set"] == list(realization.OVERRIDES) and set(entry["train"]) == set(profile.runs) - left_out
         first_paths = {v["path"] for v in profile.warm_starts().values()}
         second_paths = {v["warm_start"] for v in entry["train"].values()}
-        curve_paths = {profile.warm_start_keys[rid] for rid in curve_runs}
-        assert second_paths.isdisjoint(first_paths) and len(second_paths) == len(first_paths - curve_paths)
+        kept_paths = {profile.warm_start_keys[rid] for rid in entry["train"]}
+        assert second_paths.isdisjoint(first_paths) and len(second_paths) == len(kept_paths)
         assert {v["path"] for v in entry["warm_starts"].values()} == second_paths
         rid = next(iter(profile.runs))
         second = apply_overrides(profile.config(rid), list(realization.OVERRIDES))
@@ -115,6 +117,7 @@ def test_the_profiles_declare_a_second_warm_start_for_every_run_that_decides_a_c
         assert dataclasses.replace(second, warm_start=profile.config(rid).warm_start) == profile.config(rid)
         assert list(entry["notebooks"]) == [nb for nb in NOTEBOOK_STUDIES if nb != "01_template_collapse"]
         assert all(v == {"params": parameters_key(nb)} for nb, v in entry["notebooks"].items())
+    assert build("smoke").realization_sweeps and not build("cpu").realization_sweeps
 
 
 def test_a_profile_without_warm_starts_realizes_on_another_set_of_training_prompts():

@@ -158,7 +158,7 @@ def _c6_run(rid, cond, seed, collapse, study="mech", value=0.03, mi_end=0.9, war
              for m, values in metrics.items() for st, v in zip(C6_STEPS, values, strict=True)]
     run = {"run_id": rid, "study": study, "study_value": value, "algo": "grpo", "seed": seed, "condition": cond,
            "warm_start.steps": warm_start_steps, "warm_start.template_fraction": 0.3, "trainer.entropy_coef": value,
-           "trainer.actor_lr": 1e-4, "trainer.steps": 150}
+           "trainer.entropy_scope": "reasoning", "trainer.actor_lr": 1e-4, "trainer.steps": 150}
     return run, steps
 
 
