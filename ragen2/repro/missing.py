@@ -10,7 +10,8 @@ it cannot do without has runs (:data:`~ragen2.repro.notebook_stages.REQUIRED_STU
   them, or, when ``params.yaml`` defines them, that they are not trained yet), which the cell displays;
 - writes the notebook's claim (:data:`~ragen2.repro.notebook_stages.NOTEBOOK_CLAIMS`) as ``untested``
   with that reason, so ``claims.csv`` says why the claim was not tested instead of giving no row for it, and its
-  preconditions file with one row, not measured;
+  preconditions file: measured on the pipeline's other runs where the precondition is about the setting rather than
+  the study (C5: whether an episode lets a slip be corrected at all), else one row, not measured;
 - writes each figure and table the notebook would draw from runs
   (:data:`~ragen2.repro.notebook_stages.RUN_ARTIFACTS`) as a placeholder that carries the note, so every
   output its DVC stage declares exists and ``dvc repro`` goes on;
@@ -120,12 +121,31 @@ def placeholder_figure(text: str):
     return draw()
 
 
-def write_placeholders(notebook: str, note: str, fig_dir: str | Path) -> list[Path]:
+def setting_preconditions(claim: str, runs_root: str | Path | None) -> list:
+    """The preconditions of ``claim`` that the pipeline's runs under ``runs_root`` measure even without the claim's
+    own study (C5's "a slip can be corrected": the episodes' turns); ``[]`` for other claims or without runs."""
+    from ragen2.repro.preconditions import c5_preconditions
+    from ragen2.repro.runs import load_runs
+
+    if claim != "C5" or runs_root is None:
+        return []
+    try:
+        runs, _ = load_runs(runs_root)
+    except FileNotFoundError:  # no run directory at all
+        return []
+    if runs.empty or "rollout.max_turns" not in runs:
+        return []
+    return c5_preconditions(runs, where="runs of this pipeline (no slip study)")
+
+
+def write_placeholders(notebook: str, note: str, fig_dir: str | Path,
+                       runs_root: str | Path | None = None) -> list[Path]:
     """The notebook's run-based figures and tables as placeholders carrying ``note``, its claim as untested with
-    ``note`` as evidence and its preconditions as not measured; the paths written."""
+    ``note`` as evidence and its preconditions (:func:`setting_preconditions` on ``runs_root``'s runs, else not
+    measured); the paths written."""
     from ragen2.repro.artifacts import save_figure, save_table
     from ragen2.repro.claims import Claim, write_claims
-    from ragen2.repro.preconditions import Precondition, write_preconditions
+    from ragen2.repro.preconditions import Precondition, gate, write_preconditions
 
     written: list[Path] = []
     for name in RUN_ARTIFACTS[notebook]:
@@ -135,10 +155,12 @@ def write_placeholders(notebook: str, note: str, fig_dir: str | Path) -> list[Pa
             written += save_table(pd.DataFrame({"note": [note]}), name, fig_dir, caption=note).values()
     if notebook in NOTEBOOK_CLAIMS:
         claim, section = NOTEBOOK_CLAIMS[notebook], parameters_key(notebook)
-        written.append(write_claims(section, [Claim(claim, "untested", f"not tested: {note}")], fig_dir))
-        absent = Precondition(claim, "its runs exist", "the studies that decide it have runs",
-                              "not measured: a study is missing", float("nan"), None)
-        written.append(write_preconditions(section, [absent], fig_dir))
+        measured = setting_preconditions(claim, runs_root)
+        preconditions = measured or [Precondition(claim, "its runs exist", "the studies that decide it have runs",
+                                                  "not measured: a study is missing", float("nan"), None)]
+        untested = gate(Claim(claim, "untested", f"not tested: {note}"), preconditions)
+        written.append(write_claims(section, [untested], fig_dir))
+        written.append(write_preconditions(section, preconditions, fig_dir))
     return written
 
 
@@ -192,6 +214,6 @@ def skip_without_studies(notebook: str, runs_root: str | Path, fig_dir: str | Pa
         except MissingPathError:
             params = None
     note = study_note(notebook, missing, runs_root, params)
-    write_placeholders(notebook, note, fig_dir)
+    write_placeholders(notebook, note, fig_dir, runs_root)
     _set_skipping(True)
     return Markdown(note)

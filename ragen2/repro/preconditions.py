@@ -226,14 +226,18 @@ def c4_preconditions(runs: pd.DataFrame, steps: pd.DataFrame) -> list[Preconditi
     return out
 
 
-def c5_preconditions(slip: pd.DataFrame) -> list[Precondition]:
-    """C5: a slip can be corrected (more than one turn per episode) in the slip sweep's runs ``slip``."""
+def c5_preconditions(slip: pd.DataFrame, where: str = "runs") -> list[Precondition]:
+    """C5: a slip can be corrected (more than one turn per episode) in the slip sweep's runs ``slip``.
+
+    Without a slip study, ``slip`` may be the pipeline's other runs (``where`` names them): whether its setting could
+    have let a slip be corrected at all."""
     holds_when = "more than one turn per episode (an observation after a slip)"
     if slip.empty:
         return [_not_measured("C5", "a slip can be corrected", holds_when, "no slip run")]
     turns = slip["rollout.max_turns"].astype(int)
+    span = f"{turns.min()}" if turns.min() == turns.max() else f"{turns.min()} to {turns.max()}"
     return [Precondition("C5", "a slip can be corrected", holds_when,
-                         f"{turns.min()} to {turns.max()} turn(s) per episode over {len(slip)} runs",
+                         f"{span} turn(s) per episode over {len(slip)} {where}",
                          float(turns.min()), bool((turns > 1).all()))]
 
 

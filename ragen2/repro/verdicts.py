@@ -46,7 +46,7 @@ from ragen2.repro.claim_tests import (
     with_context,
 )
 from ragen2.repro.claims import Claim
-from ragen2.repro.profiles import PAPER_MAIN_ENVS
+from ragen2.repro.profiles import ALGOS, PAPER_MAIN_ENVS
 from ragen2.repro.prompt_tables import quartile_differences
 from ragen2.repro.runs import MI_METRIC
 from ragen2.repro.stats import (
@@ -57,7 +57,7 @@ from ragen2.repro.stats import (
     t_interval_width,
 )
 from ragen2.repro.studies import filter_gain_units, mechanism_arms
-from ragen2.repro.tables import paper_gain
+from ragen2.repro.tables import ALGO_LABELS, ENV_LABELS, paper_gain
 
 C1_STUDIES = ("main", "testbed")
 """The studies C1 is decided on (notebook 03): the main comparison and the rest of the paper's testbed (the main
@@ -157,6 +157,21 @@ def paper_filter_gain(runs: pd.DataFrame) -> float:
     return paper_gain(sorted(runs["env"].unique()), sorted(runs["algo"].unique())) / 100
 
 
+def c1_scope(table: pd.DataFrame) -> str:
+    """Which of the paper's main-table algorithms and environments C1 is tested on in ``table``, and which it is not
+    (those have no runs here: C1 is untested on them, whatever the verdict)."""
+    def names(have, every, labels):
+        return ", ".join(labels.get(x, x) for x in every if x in have) or "none"
+
+    algos, envs = set(table["algo"]), set(table["env"])
+    tested = f"tested on {names(algos, ALGOS, ALGO_LABELS)} x {names(envs, C1_ENVS, ENV_LABELS)}"
+    absent = [names(set(ALGOS) - algos, ALGOS, ALGO_LABELS), names(set(C1_ENVS) - envs, C1_ENVS, ENV_LABELS)]
+    if absent == ["none", "none"]:
+        return f"(scope) {tested}: every algorithm and environment of the paper's main table"
+    return (f"(scope) {tested}; untested (no runs): algorithms {absent[0]}, environments {absent[1]} of the paper's "
+            "main table")
+
+
 def c1_filter_gain(runs: pd.DataFrame) -> Verdict:
     """C1: Top-p raises final validation success over no filter across the main table, with Top-p >= Top-k >= none.
 
@@ -167,7 +182,7 @@ def c1_filter_gain(runs: pd.DataFrame) -> Verdict:
     and Top-k - none, each ``agree`` when significantly
     positive, ``disagree`` when significantly negative (the ordering reversed), else inconclusive. The verdict
     combines them (:func:`~ragen2.repro.claim_tests.combine`: all agree -> agree, any disagree -> disagree).
-    Per-algorithm and per-environment gains are context.
+    Per-algorithm and per-environment gains are context, led by :func:`c1_scope` (what the runs cover).
 
     Power (``success``): the pairs' Top-p - none differences against the paper's gain.
     """
@@ -192,6 +207,7 @@ def c1_filter_gain(runs: pd.DataFrame) -> Verdict:
                              pair_on=("algo", "seed"), what=env, scale=100) for env in envs]
                if len(envs) > 1 else [])
     pairs = paired_rows(table, "final_success", "top_p", "none", pair_on=("env", "algo", "seed"))
+    decided = Claim("C1", decided.verdict, f"{decided.evidence}; {c1_scope(table)}")
     return Verdict(with_context(decided, *per_algo, *per_env),
                    {"success": _paired_power(pairs["top_p"] - pairs["none"], effect)})
 

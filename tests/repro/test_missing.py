@@ -160,3 +160,21 @@ def test_every_notebook_runs_without_runs_and_writes_its_declared_outputs(tmp_pa
     merged = merge_claims(tmp_path / "paper_figures", require_all=True)
     assert [c.claim for c in merged.rows] == list(CLAIM_IDS)
     assert {c.verdict for c in merged.rows} == {"untested"}
+
+
+def test_without_a_slip_study_c5_reads_whether_the_pipelines_episodes_let_a_slip_be_corrected(tmp_path):
+    """The CPU profile cut the slip study and runs one-turn FrozenLake: C5's precondition is measured on its runs
+    (unmet), so C5's evidence names it rather than only the missing study."""
+    runs = _runs(tmp_path / "runs", "frozenlake__grpo__none__main__s0", "frozenlake__grpo__topp0p9__main__s0")
+    for rid in ("frozenlake__grpo__none__main__s0", "frozenlake__grpo__topp0p9__main__s0"):
+        (runs / rid / "config.json").write_text(json.dumps({"env": {"name": "frozenlake"}, "rollout": {"max_turns": 1},
+                                                            "trainer": {"algo": "grpo"}}))
+    note = skip_without_studies("05_stochasticity", runs, tmp_path / "figs")
+    assert note is not None
+    (pre,) = read_preconditions(tmp_path / "figs" / "preconditions_stochasticity.csv")
+    assert (pre.precondition, pre.held, pre.value) == ("a slip can be corrected", False, 1.0)
+    assert pre.measured == "1 turn(s) per episode over 2 runs of this pipeline (no slip study)"
+    (claim,) = read_claims(tmp_path / "figs" / "claims_stochasticity.csv")
+    assert claim.verdict == "untested"
+    assert claim.evidence.startswith("precondition unmet: a slip can be corrected (1 turn(s) per episode")
+    assert "|| the test alone: untested: not tested: **Study missing.**" in claim.evidence

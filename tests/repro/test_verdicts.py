@@ -87,6 +87,17 @@ def test_c1_is_decided_over_the_main_tables_environments_only():
     assert only_curves.verdict == "inconclusive" and "main table's environments" in only_curves.evidence
 
 
+def test_c1_names_what_its_runs_cover_and_what_stays_untested():
+    """A CPU profile with FrozenLake GRPO only says so: PPO, DAPO, Dr. GRPO and three environments have no runs."""
+    runs = _table_runs(topk_shift=0.03, envs=("frozenlake",))
+    grpo = verdicts.c1_filter_gain(runs[runs["algo"] == "grpo"]).claim
+    assert ("(scope) tested on GRPO x FrozenLake; untested (no runs): algorithms PPO, DAPO, Dr. GRPO, environments "
+            "Sokoban, MetaMathQA, Countdown of the paper's main table") in grpo.evidence
+    assert grpo.evidence.index("(scope)") < grpo.evidence.index("(context) grpo:")
+    both = verdicts.c1_filter_gain(_table_runs(topk_shift=0.03)).claim
+    assert "(scope) tested on PPO, GRPO x Sokoban, FrozenLake; untested (no runs): algorithms DAPO, Dr. GRPO" in both.evidence
+
+
 def test_c3_power_is_the_runs_top_minus_bottom_quartile_differences():
     rows = [{"run_id": run, "phase": "end", "prompt": p, "rollout": k, "rv": p / 10,
              "success": float(p >= 4) * (0.9 + 0.02 * i), "mi": p / 8 + 0.25 * i}
