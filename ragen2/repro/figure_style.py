@@ -20,6 +20,10 @@ from matplotlib import style as mpl_style
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+from ragen2.repro.tables import ALGO_LABELS, ENV_LABELS
 
 STYLE_PATH = str(resources.files("ragen2.repro") / "style.mplstyle")
 """The package's matplotlib style file."""
@@ -30,6 +34,15 @@ CONDITION_COLORS = dict(zip(CONDITION_ORDER, ("#0173b2", "#de8f05", "#cc78bc", "
 """One fixed colour per filter condition, the same in every figure."""
 ALGO_ORDER = ("ppo", "dapo", "grpo", "dr_grpo")
 """Algorithms in the paper's row order."""
+LEVEL_LABELS = {
+    "condition": {"top_p": "Top-p", "top_k": "Top-k", "top_k_abs": "Top-k (absolute)", "min_p": "min-p",
+                  "none": "no filter"},
+    "algo": ALGO_LABELS,
+    "env": ENV_LABELS,
+}
+"""Column -> value -> what a reader sees in legends and titles (other values are shown as they are)."""
+BAND = "band: ± 1 std over seeds"
+"""What the shaded band around a mean curve is."""
 
 
 def styled(func: Callable[..., Figure]) -> Callable[..., Figure]:
@@ -107,6 +120,36 @@ def level_colors(levels: Sequence, column: str) -> dict:
         return {v: CONDITION_COLORS[v] for v in levels}
     colors = sns.color_palette("colorblind", max(len(levels), 1))
     return dict(zip(levels, colors))
+
+
+def level_label(value: Any, column: str) -> str:
+    """``value`` of ``column`` as a reader should see it (:data:`LEVEL_LABELS`; ``top_p`` -> ``Top-p``)."""
+    return LEVEL_LABELS.get(column, {}).get(value, tick_label(value))
+
+
+def runs_per_level(part: pd.DataFrame, column: str, levels: Sequence) -> str:
+    """How many runs each level of ``column`` has in ``part``: ``4 runs each`` or ``runs: Top-p 4, no filter 3``."""
+    n = part.groupby(column)["run_id"].nunique()
+    counts = [int(n.get(v, 0)) for v in levels]
+    if len(set(counts)) == 1:
+        return f"{counts[0]} run{'s' if counts[0] != 1 else ''}" + (" each" if len(levels) > 1 else "")
+    return "runs: " + ", ".join(f"{level_label(v, column)} {c}" for v, c in zip(levels, counts))
+
+
+def curve_legend(fig: Figure, levels: Sequence, column: str, *, mark: str = "line: mean over seeds",
+                 band: str | None = BAND) -> None:
+    """One legend for all panels, below them (off the data): a line per level, and what the lines and bands are."""
+    colors = level_colors(levels, column)
+    handles = [Line2D([], [], color=colors[v], label=level_label(v, column)) for v in levels]
+    handles.append(Line2D([], [], color="none", label=mark))
+    if band:
+        handles.append(Patch(facecolor="0.5", alpha=0.25, label=band))
+    fig.legend(handles=handles, loc="outside lower center", ncol=entries_per_row(fig, len(handles)))
+
+
+def entries_per_row(fig: Figure, entries: int, inches: float = 1.6) -> int:
+    """Legend columns for a legend below ``fig``'s panels: about ``inches`` an entry, never wider than the figure."""
+    return max(1, min(entries, int(fig.get_figwidth() // inches)))
 
 
 def metric_rows(steps: pd.DataFrame, metric: str) -> pd.DataFrame:

@@ -29,13 +29,16 @@ from matplotlib.lines import Line2D
 from ragen2.repro.figure_style import (
     ALGO_ORDER,
     CONDITION_ORDER,
+    curve_legend,
     level_colors,
+    level_label,
     level_order,
     metric_rows,
     new_figure,
     numeric_or_label,
     panel_grid,
     require_columns,
+    runs_per_level,
     single_axes,
     styled,
     tick_label,
@@ -51,12 +54,12 @@ QUADRANTS = {
 """The four regimes (docs/method.md §5.5) by their corner of the (H(Z|X), I(X;Z)) plane."""
 
 DYNAMICS_METRICS = {
-    "filter/kept_ratio": "kept ratio",
-    "filter/zero_variance_count": "zero-variance groups",
-    "filter/reward_std_mean": "in-group reward std (RV)",
-    "val/success": "validation success",
+    "filter/kept_ratio": "kept ratio (share of prompt groups)",
+    "filter/zero_variance_count": "zero-variance groups (per step)",
+    "filter/reward_std_mean": "in-group reward std, RV (reward)",
+    "val/success": "validation success (share of episodes)",
 }
-"""Default panels of :func:`fig_training_dynamics` (metric name -> axis label); the names are the
+"""Default panels of :func:`fig_training_dynamics` (metric name -> axis label with its unit); the names are the
 trainer's (:mod:`ragen2.trainer.loop`, :mod:`ragen2.filter`)."""
 
 SWEEP_METRICS = {"final_success": "final success", "final_mi": "final MI proxy"}
@@ -125,7 +128,7 @@ def fig_four_regimes(
     if label is not None and label in points.columns:
         for row in points.itertuples(index=False):
             ax.annotate(
-                str(getattr(row, label)),
+                str(getattr(row, label)).replace("_", " "),
                 (getattr(row, x), getattr(row, y)),
                 xytext=(4, 3),
                 textcoords="offset points",
@@ -135,6 +138,11 @@ def fig_four_regimes(
     ax.set_xlabel("conditional entropy H(Z|X) (nats)")
     ax.set_ylabel("mutual information I(X;Z) (nats)")
     ax.margins(0.15)
+    where = "given" if entropy_split is not None and mi_split is not None else "mid-range"
+    handles, labels = ax.get_legend_handles_labels()
+    handles.append(Line2D([], [], color="0.4", ls="--", lw=0.8))
+    labels.append(f"regime boundary ({where})")
+    ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1 if len(labels) > 2 else 2)
     return fig
 
 
@@ -272,7 +280,7 @@ def _curves_by_panel(
     panels = level_order(sub[panel])
     levels = level_order(sub[hue], CONDITION_ORDER)
     fig, axes = panel_grid(1, len(panels), fig)
-    for i, (ax, value) in enumerate(zip(axes[0], panels)):
+    for ax, value in zip(axes[0], panels):
         part = sub[sub[panel] == value]
         sns.lineplot(
             data=part,
@@ -284,14 +292,13 @@ def _curves_by_panel(
             estimator="mean",
             errorbar="sd",
             ax=ax,
-            legend=i == len(panels) - 1,
+            legend=False,
         )
-        n = part.groupby(hue)["run_id"].nunique() if "run_id" in part.columns else None
-        ax.set_title(
-            str(value) if n is None else f"{value} (n = {'/'.join(str(int(n.get(lv, 0))) for lv in levels)})"
-        )
+        title = level_label(value, panel)
+        ax.set_title(title if "run_id" not in part.columns else f"{title}\n({runs_per_level(part, hue, levels)})")
         ax.set_xlabel("training step")
         ax.set_ylabel(ylabel)
+    curve_legend(fig, levels, hue)
     return fig
 
 
@@ -306,9 +313,9 @@ def fig_success_curves(
 ) -> Figure:
     """Validation success vs step, one panel per env, hue = filter condition, mean ± std over seeds.
 
-    The panel title gives the number of runs per condition (in hue order).
+    The panel title gives the number of runs per condition; the legend sits below the panels.
     """
-    return _curves_by_panel(steps, metric, "validation success", hue, panel, fig)
+    return _curves_by_panel(steps, metric, "validation success (share of episodes)", hue, panel, fig)
 
 
 @styled
@@ -344,8 +351,8 @@ def fig_training_dynamics(
     if "env" in steps.columns and steps["env"].nunique() > 1:
         raise ValueError(f"steps holds several envs {sorted(steps['env'].unique())}; pass one env at a time")
     levels = level_order(steps[hue], CONDITION_ORDER)
-    fig, axes = panel_grid(1, len(metrics), fig, (2.9, 2.5))
-    for i, (ax, (metric, label)) in enumerate(zip(axes[0], metrics.items())):
+    fig, axes = panel_grid(1, len(metrics), fig, (2.9, 2.6))
+    for ax, (metric, label) in zip(axes[0], metrics.items()):
         sub = metric_rows(steps, metric)
         sns.lineplot(
             data=sub,
@@ -357,11 +364,12 @@ def fig_training_dynamics(
             estimator="mean",
             errorbar="sd",
             ax=ax,
-            legend=i == len(metrics) - 1,
+            legend=False,
         )
-        ax.set_title(label)
         ax.set_xlabel("training step")
-        ax.set_ylabel(metric)
+        ax.set_ylabel(label)
+    n = runs_per_level(steps, hue, levels) if "run_id" in steps.columns else ""
+    curve_legend(fig, levels, hue, mark=f"line: mean over seeds ({n})" if n else "line: mean over seeds")
     return fig
 
 

@@ -107,6 +107,9 @@ def test_four_regimes_with_toy_and_checkpoints():
     assert isinstance(fig, Figure) and _axes_count(fig) == 1
     texts = {t.get_text() for t in fig.axes[0].texts}
     assert set(F.QUADRANTS) <= texts and "step 100" in texts
+    legend = fig.axes[0].get_legend()  # below the axes, off the data: every kind of point and the dashed lines
+    assert legend.get_bbox_to_anchor().y0 < fig.axes[0].get_window_extent().y0
+    assert [t.get_text() for t in legend.get_texts()][-1] == "regime boundary (mid-range)"
     _close(fig)
 
 
@@ -197,7 +200,15 @@ def test_grad_decomposition_whiskers_survive_rounding():
 def test_success_curves_and_output_length(steps):
     fig = F.fig_success_curves(steps)
     assert _axes_count(fig) == len(ENVS)
-    assert fig.axes[0].get_title() == "frozenlake (n = 3/3/3)"
+    assert fig.axes[0].get_title() == "FrozenLake\n(3 runs each)"
+    legend = fig.legends[0]  # one legend, below the panels: the conditions, then what lines and bands are
+    assert [t.get_text() for t in legend.get_texts()] == ["Top-p", "Top-k", "no filter", "line: mean over seeds",
+                                                          "band: ± 1 std over seeds"]
+    assert all(ax.get_legend() is None for ax in fig.axes)
+    _close(fig)
+    uneven = steps[~((steps.condition == "none") & (steps.seed == 0))]
+    fig = F.fig_success_curves(uneven)
+    assert fig.axes[0].get_title() == "FrozenLake\n(runs: Top-p 3, Top-k 3, no filter 2)"
     _close(fig)
     fig = F.fig_output_length(steps[steps.env == "sokoban"])
     assert _axes_count(fig) == 1
