@@ -248,10 +248,6 @@ def test_bad_arguments_name_the_value(kwargs, bad):
         FrozenLakeEnv(**kwargs)
 
 
-def test_arguments_are_keyword_only():
-    with pytest.raises(TypeError):
-        FrozenLakeEnv(4)  # type: ignore[misc]
-
 
 def test_class_attributes_and_registry():
     assert FrozenLakeEnv.action_names == ("Left", "Down", "Right", "Up")

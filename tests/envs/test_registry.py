@@ -2,13 +2,17 @@
 
 For each registered environment: Gymnasium's env checker, same seed -> same trajectory, deep-copy
 branches, at least 1,000 random and hostile action strings (hypothesis) without an exception, the
-docstring headings, the Gymnasium id, and the expert's success rate.
+docstring headings, the Gymnasium id, the expert's success rate, keyword-only arguments, and a reset that
+reads no file (data sets are loaded once per process, not per episode).
 """
 
 from __future__ import annotations
 
+import builtins
 import copy
 import importlib
+import io
+import os
 
 import gymnasium as gym
 import numpy as np
@@ -198,3 +202,26 @@ def test_expert_success_rate(name):
 def test_unknown_env_name_is_a_clear_error():
     with pytest.raises(ValueError, match="no_such_env"):
         envs.make("no_such_env")
+
+
+@pytest.mark.parametrize("name", ALL_ENVS)
+def test_arguments_are_keyword_only(name):
+    """Every constructor takes keyword arguments only: a positional one is a TypeError, not a silent misread."""
+    with pytest.raises(TypeError):
+        envs.env_class(name)(4)
+
+
+@pytest.mark.parametrize("name", ALL_ENVS)
+def test_reset_reads_no_file(name, monkeypatch):
+    """After the first reset (which may load a data set), 50 resets on new seeds open no file: an episode's start
+    costs no I/O, so rollouts of thousands of episodes do not re-read their data."""
+    env = _make(name)
+    env.reset(seed=0)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"{name}: reset opened a file: {args[:1]}")
+
+    for module, attr in ((builtins, "open"), (io, "open"), (os, "open")):
+        monkeypatch.setattr(module, attr, refuse)
+    for seed in range(1, 51):
+        env.reset(seed=seed)

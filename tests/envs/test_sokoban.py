@@ -322,10 +322,6 @@ def test_bad_arguments_name_the_value(kwargs, bad):
         SokobanEnv(**kwargs)
 
 
-def test_arguments_are_keyword_only():
-    with pytest.raises(TypeError):
-        SokobanEnv(6, 6)  # type: ignore[misc]
-
 
 def test_class_attributes_and_registry():
     assert SokobanEnv.action_names == ("Up", "Down", "Left", "Right")

@@ -211,10 +211,6 @@ def test_bad_arguments_are_named(kwargs, bad):
         envs.make("webshop", **kwargs)
 
 
-def test_arguments_are_keyword_only():
-    with pytest.raises(TypeError):
-        WebShopEnv(500)
-
 
 def test_splits_are_disjoint_and_cover_all_goals():
     catalog = synthetic_catalog(500, 0)
