@@ -136,6 +136,7 @@ screen: setup
 # docs/environments.md is generated from the environments' docstrings (ragen2/envdoc.py; a test checks for drift).
 docs: setup
 	$(PY) -m ragen2.envdoc --write docs/environments.md
+	PATH=$(abspath $(VENV))/bin:$$PATH $(PY) -m ragen2.repro.stage_graph
 
 # params.yaml is generated: edit ragen2/repro/profiles.py, then `make params` (tests check there is no drift).
 params: setup

@@ -4,8 +4,10 @@ The pipeline executes each paper notebook with papermill into ``data/executed/``
 timings in every cell). :func:`publish_notebooks` copies them to ``docs/notebooks/``, which git tracks, so a reader
 sees every figure, table and verdict of the committed results without running anything. A published copy keeps
 the code, its outputs and the parameters the pipeline injected, and drops what changes from one execution to the
-next without the results changing: papermill's timings, Jupyter's execution timestamps, and the repository's
-absolute path in printed paths. Two executions of the same commit on the same machine kind give the same files.
+next without the results changing: papermill's timings, Jupyter's execution timestamps, the random id papermill
+gives the parameters cell, the repository's absolute path in printed paths, and interactive widgets (their state
+carries random model ids, and a static page cannot move a slider: the copy says to run the notebook). Two executions
+of the same commit on the same machine kind give the same files.
 """
 
 from __future__ import annotations
@@ -22,16 +24,25 @@ PUBLISHED_DIR = Path("docs/notebooks")
 """Where the published copies go (relative to the repository root)."""
 VOLATILE_CELL_METADATA = ("execution", "papermill")
 """Per-cell metadata that records when and how long, not what."""
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_NOTE = "[an interactive widget: run the notebook in JupyterLab to use it]"
 
 
 def published(notebook: dict[str, Any], root: str | Path) -> dict[str, Any]:
     """``notebook`` (nbformat JSON) without its volatile metadata, with ``root``'s absolute path made relative."""
     out = json.loads(json.dumps(notebook))
     out.get("metadata", {}).pop("papermill", None)
+    out.get("metadata", {}).pop("widgets", None)
     for cell in out.get("cells", []):
         meta = cell.get("metadata", {})
         for key in VOLATILE_CELL_METADATA:
             meta.pop(key, None)
+        if "injected-parameters" in meta.get("tags", []):
+            cell["id"] = "injected-parameters"
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            if data.pop(WIDGET_VIEW, None) is not None:
+                data["text/plain"] = [WIDGET_NOTE]
     text = json.dumps(out, indent=1, ensure_ascii=False, sort_keys=True)
     prefix = str(Path(root).resolve()) + "/"
     return json.loads(text.replace(json.dumps(prefix)[1:-1], ""))

@@ -10,19 +10,24 @@ import pytest
 import yaml
 
 from ragen2.repro.notebook_stages import NOTEBOOK_STUDIES
-from ragen2.repro.publish import main, publish_notebooks, published
+from ragen2.repro.publish import WIDGET_NOTE, WIDGET_VIEW, main, publish_notebooks, published
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _executed(root: Path, *, when: str, error: bool = False) -> dict:
+    """An executed notebook as papermill leaves it; ``when`` stands for everything that differs between executions."""
     output = ({"output_type": "error", "ename": "KeyError", "evalue": "x", "traceback": []} if error else
               {"output_type": "execute_result", "execution_count": 1, "metadata": {},
                "data": {"text/plain": [f"PosixPath('{root}/paper_figures/claims.csv')"]}})
+    widget = {"output_type": "display_data", "metadata": {},
+              "data": {"text/plain": ["interactive(...)"], WIDGET_VIEW: {"model_id": f"id-{when}", "version_major": 2}}}
     return {"nbformat": 4, "nbformat_minor": 5,
-            "metadata": {"kernelspec": {"name": "python3"}, "papermill": {"end_time": when, "duration": 1.5}},
-            "cells": [{"cell_type": "code", "execution_count": 1, "source": ["x = 1"], "outputs": [output],
-                       "metadata": {"tags": ["parameters"], "papermill": {"start_time": when},
+            "metadata": {"kernelspec": {"name": "python3"}, "papermill": {"end_time": when, "duration": 1.5},
+                         "widgets": {WIDGET_VIEW: {"state": {f"id-{when}": {"model_name": "IntSliderModel"}}}}},
+            "cells": [{"cell_type": "code", "execution_count": 1, "source": ["x = 1"], "outputs": [output, widget],
+                       "id": f"random-{when}"[:40],
+                       "metadata": {"tags": ["injected-parameters"], "papermill": {"start_time": when},
                                     "execution": {"iopub.status.busy": when}}}]}
 
 
@@ -36,8 +41,11 @@ def test_two_executions_of_the_same_results_publish_the_same_bytes(tmp_path):
     first, second = ((tmp_path / f"out{i}" / "03_main_results.ipynb").read_bytes() for i in (0, 1))
     assert first == second
     copy = json.loads(first)
-    assert "papermill" not in copy["metadata"] and copy["cells"][0]["metadata"] == {"tags": ["parameters"]}
-    assert copy["cells"][0]["outputs"][0]["data"]["text/plain"] == ["PosixPath('paper_figures/claims.csv')"]
+    assert copy["metadata"] == {"kernelspec": {"name": "python3"}}
+    cell = copy["cells"][0]
+    assert cell["metadata"] == {"tags": ["injected-parameters"]} and cell["id"] == "injected-parameters"
+    assert cell["outputs"][0]["data"]["text/plain"] == ["PosixPath('paper_figures/claims.csv')"]
+    assert cell["outputs"][1]["data"] == {"text/plain": [WIDGET_NOTE]}
     assert published(_executed(root, when="t"), root)["cells"][0]["source"] == ["x = 1"]
 
 
