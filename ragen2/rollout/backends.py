@@ -7,6 +7,9 @@ protocol; :func:`make_backend` names the ones available.
 
 from __future__ import annotations
 
+import importlib.util
+import logging
+import sys
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -17,6 +20,7 @@ from ragen2.model.prefix import head_on_hidden
 from ragen2.rollout.decode import decode_step
 from ragen2.rollout.stops import stop_token_ids
 
+log = logging.getLogger(__name__)
 
 class GenerationBackend(Protocol):
     def generate(self, prompts_ids: list[list[int]], max_new_tokens: int, temperature: float, seed: int,
@@ -209,24 +213,30 @@ def backend_settings(rollout_cfg) -> dict:
 
     None for ``hf``; for ``vllm`` the engine settings (``rollout.vllm_*``): memory share, longest sequence
     (``vllm_max_model_len``, 0 = ``max_context_tokens + max_new_tokens``), eager mode, dtype and weight-sync
-    interval.
+    interval, and ``max_num_seqs``, the most rows one rollout sends at once (a training batch or the validation
+    groups), so that vLLM's start-up memory profile sizes its scheduler for this run's batches, not its default.
     """
     if rollout_cfg.backend != "vllm":
         return {}
     r = rollout_cfg
     return {"gpu_memory_utilization": r.vllm_gpu_memory_utilization,
             "max_model_len": r.vllm_max_model_len or r.max_context_tokens + r.max_new_tokens,
-            "enforce_eager": r.vllm_enforce_eager, "dtype": r.vllm_dtype, "sync_every": r.vllm_sync_every}
+            "enforce_eager": r.vllm_enforce_eager, "dtype": r.vllm_dtype, "sync_every": r.vllm_sync_every,
+            "max_num_seqs": max(r.env_groups * r.group_size, r.val_groups)}
 
 
 def make_backend(name: str, model, tokenizer, **kwargs) -> GenerationBackend:
     """The generation backend called ``name``: ``hf`` (:class:`HFBackend`) or ``vllm`` (GPU only).
 
     ``vllm`` returns the process's shared :class:`ragen2.rollout.vllm_backend.VLLMBackend` with
-    ``model``'s current weights synced in (as ``sync_every`` allows); it raises ImportError (naming the
-    ``vllm`` extra) without vLLM and RuntimeError without a CUDA device. :func:`backend_settings` gives a
-    run's ``kwargs``.
+    ``model``'s current weights synced in (as ``sync_every`` allows). Where vLLM is not installed (a GPU box
+    without network, a CPU) it falls back to :class:`HFBackend`, the same sampling contract at a lower speed, and
+    logs one warning per process; with vLLM but no CUDA device it raises RuntimeError. :func:`backend_settings`
+    gives a run's ``kwargs``.
     """
+    if name == "vllm" and not _vllm_installed():
+        _warn_vllm_missing()
+        name, kwargs = "hf", {}
     if name == "hf":
         return HFBackend(model, tokenizer, **kwargs)
     if name == "vllm":
@@ -234,3 +244,20 @@ def make_backend(name: str, model, tokenizer, **kwargs) -> GenerationBackend:
 
         return make_vllm_backend(model, tokenizer, **kwargs)
     raise ValueError(f"unknown rollout backend {name!r}; known: 'hf', 'vllm'")
+
+
+_WARNED: set[str] = set()
+
+
+def _vllm_installed() -> bool:
+    """Whether ``import vllm`` can succeed, without importing it (an import takes seconds and touches CUDA)."""
+    if "vllm" in sys.modules:
+        return sys.modules["vllm"] is not None
+    return importlib.util.find_spec("vllm") is not None
+
+
+def _warn_vllm_missing() -> None:
+    if "vllm" not in _WARNED:
+        _WARNED.add("vllm")
+        log.warning("rollout.backend='vllm' but vLLM is not installed: generating with the HF backend instead "
+                    "(same sampling, slower); pip install 'ragen2[vllm]' on a CUDA machine for vLLM")

@@ -47,6 +47,11 @@ from ragen2.rollout.stops import stop_token_ids
 SUPPORTED_VLLM = ("0.22.0", "0.31.0")
 """Inclusive vLLM version range this module was written against (TRL 1.16's range)."""
 INSTALL_HINT = "install the GPU extra on a CUDA machine: pip install -e '.[vllm]' (ragen2[vllm])"
+MAX_NUM_BATCHED_TOKENS = 4096
+"""Tokens one engine step schedules at most. vLLM's default for offline use (tens of thousands) makes its start-up
+memory profile run a dummy batch that large, which in a training process sharing the GPU overstates the
+activation memory generation needs and leaves the KV cache too small or the start failing; colocated trainers
+(TRL's vLLM colocate mode among them) set a few thousand. Chunked prefill splits longer prompts across steps."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -198,19 +203,30 @@ class VLLMBackend:
         max_model_len: Longest prompt + response in tokens (paper: 3600 context + 400 new tokens).
         dtype: Engine dtype (``bfloat16``, ``float16``, ``auto``).
         seed: Engine seed (per-request seeds are set on every request anyway).
+        max_num_seqs: Most sequences one engine step runs (None: vLLM's default); the trainer passes its largest
+            rollout batch.
+        max_num_batched_tokens: Most tokens one engine step schedules (:data:`MAX_NUM_BATCHED_TOKENS`).
         llm: An already-built ``vllm.LLM`` to use instead of building one (for sharing an engine).
         **llm_kwargs: Passed on to ``vllm.LLM``.
     """
 
     def __init__(self, model_path: str, tokenizer, *, gpu_memory_utilization: float = 0.3,
                  tensor_parallel_size: int = 1, enforce_eager: bool = True, max_model_len: int = 4096,
-                 dtype: str = "bfloat16", seed: int = 0, llm=None, **llm_kwargs):
+                 dtype: str = "bfloat16", seed: int = 0, max_num_seqs: int | None = None,
+                 max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS, llm=None, **llm_kwargs):
         if not 0.0 < gpu_memory_utilization <= 1.0:
             raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization!r}")
         if tensor_parallel_size < 1:
             raise ValueError(f"tensor_parallel_size must be >= 1, got {tensor_parallel_size!r}")
         if max_model_len < 2:
             raise ValueError(f"max_model_len must be >= 2, got {max_model_len!r}")
+        if max_num_seqs is not None and max_num_seqs < 1:
+            raise ValueError(f"max_num_seqs must be >= 1, got {max_num_seqs!r}")
+        if max_num_batched_tokens < 1:
+            raise ValueError(f"max_num_batched_tokens must be >= 1, got {max_num_batched_tokens!r}")
+        llm_kwargs["max_num_batched_tokens"] = int(max_num_batched_tokens)
+        if max_num_seqs is not None:
+            llm_kwargs["max_num_seqs"] = int(max_num_seqs)
         self.stop_ids = stop_token_ids(tokenizer)
         self.max_model_len = int(max_model_len)
         self.settings = {"model_path": str(model_path), "gpu_memory_utilization": float(gpu_memory_utilization),

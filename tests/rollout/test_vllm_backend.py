@@ -14,7 +14,7 @@ import torch
 import yaml
 
 from ragen2.rollout import vllm_backend
-from ragen2.rollout.backends import make_backend
+from ragen2.rollout.backends import HFBackend, make_backend
 from ragen2.rollout.vllm_backend import (
     VLLMBackend,
     cut_at_stop,
@@ -111,11 +111,10 @@ def test_cut_at_stop_and_param_names():
 # ---------------------------------------------------------------------------------------------
 # Error paths of make_backend("vllm")
 # ---------------------------------------------------------------------------------------------
-def test_make_backend_vllm_without_vllm_names_the_extra(monkeypatch):
+def test_require_vllm_without_vllm_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm -> ImportError, installed or not
-    monkeypatch.setattr(vllm_backend, "_SHARED", {})
     with pytest.raises(ImportError, match=r"\.\[vllm\]"):
-        make_backend("vllm", tiny_model(), StubTokenizer())
+        vllm_backend.require_vllm()
 
 
 def test_make_backend_vllm_without_cuda_says_so(monkeypatch):
@@ -377,9 +376,11 @@ def test_backend_settings_pass_the_rollout_keys_to_the_engine(monkeypatch):
                         vllm_dtype="float16", vllm_sync_every=3, max_context_tokens=100, max_new_tokens=20)
     settings = backend_settings(cfg)
     assert settings == {"gpu_memory_utilization": 0.2, "max_model_len": 120, "enforce_eager": False,
-                        "dtype": "float16", "sync_every": 3}
+                        "dtype": "float16", "sync_every": 3,
+                        "max_num_seqs": max(cfg.env_groups * cfg.group_size, cfg.val_groups)}
     assert backend_settings(RolloutConfig(backend="vllm", vllm_max_model_len=8192))["max_model_len"] == 8192
     monkeypatch.setattr(vllm_backend, "_SHARED", {})
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(__version__="0.25.0"))  # "installed"
     backend = make_backend("vllm", tiny_model(), StubTokenizer(), llm=FakeLLM(), **settings)
     assert {k: backend.settings[k] for k in ("gpu_memory_utilization", "max_model_len", "enforce_eager", "dtype")} == \
         {"gpu_memory_utilization": 0.2, "max_model_len": 120, "enforce_eager": False, "dtype": "float16"}
@@ -447,3 +448,44 @@ def test_vllm_keys_are_validated(override, message):
 
     with pytest.raises(ConfigError, match=message):
         RolloutConfig(**override)
+
+
+# ---------------------------------------------------------------------------------------------
+# Without vLLM: the HF backend, with one warning; the engine arguments a colocated trainer needs
+# ---------------------------------------------------------------------------------------------
+def test_make_backend_vllm_without_vllm_falls_back_to_hf_with_one_warning(monkeypatch, caplog):
+    from ragen2.rollout import backends
+
+    monkeypatch.setitem(sys.modules, "vllm", None)  # find_spec says absent, installed or not
+    monkeypatch.setattr(backends, "_WARNED", set())
+    with caplog.at_level("WARNING", logger="ragen2.rollout.backends"):
+        first = make_backend("vllm", tiny_model(), StubTokenizer(), gpu_memory_utilization=0.2, sync_every=1)
+        second = make_backend("vllm", tiny_model(), StubTokenizer(), gpu_memory_utilization=0.2, sync_every=1)
+    assert isinstance(first, HFBackend) and isinstance(second, HFBackend)
+    warnings_seen = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings_seen) == 1 and "HF backend" in warnings_seen[0] and "\n" not in warnings_seen[0]
+
+
+def test_engine_gets_the_batch_limits_a_colocated_trainer_sets(monkeypatch):
+    from ragen2.config import RolloutConfig
+    from ragen2.rollout.backends import backend_settings
+
+    seen = {}
+
+    class RecordingLLM:
+        def __init__(self, **kwargs):
+            seen.update(kwargs)
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(__version__="0.25.0", LLM=RecordingLLM))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    for key, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_ADDR", "localhost"),
+                       ("MASTER_PORT", "29500")):
+        monkeypatch.setenv(key, value)  # restored afterwards: the engine's start fills them in otherwise
+    settings = backend_settings(RolloutConfig(backend="vllm", env_groups=8, group_size=16, val_groups=512))
+    assert settings["max_num_seqs"] == 512  # the validation batch is the larger one
+    settings.pop("sync_every")
+    VLLMBackend("/models/tiny", StubTokenizer(), **settings)
+    assert seen["max_num_batched_tokens"] == vllm_backend.MAX_NUM_BATCHED_TOKENS == 4096
+    assert seen["max_num_seqs"] == 512 and seen["distributed_executor_backend"] == "external_launcher"
+    with pytest.raises(ValueError, match="max_num_seqs"):
+        VLLMBackend("/models/tiny", StubTokenizer(), max_num_seqs=0, llm=object())
