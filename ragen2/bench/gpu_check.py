@@ -3,7 +3,10 @@
 ``python -m ragen2.bench --gpu`` (or ``python -m ragen2.bench.gpu_check``) builds, for each architecture in
 ``--arch`` (default: Qwen2.5-3B, then Qwen2.5-0.5B; sizes in :mod:`ragen2.bench.arch`, no weights needed), a
 float32-master actor with activation checkpointing and bf16 autocast, and runs one PPO step (actor + critic) and
-then two GRPO steps (the same actor), each:
+then two GRPO steps (the same actor), each at the paper profile's micro-batches for its algorithm
+(:data:`PROFILE_MICRO_BATCHES`) and with the paper profile's vLLM share of the GPU held by a placeholder block
+(``--vllm-share``, :data:`PROFILE_VLLM_SHARE`: what a colocated engine would keep, so a step that fits only without
+it shows as out of memory):
 
 1. rollout: ragen2's HF backend (:class:`ragen2.rollout.backends.HFBackend`, shared prefill per group) samples
    ``response_tokens`` new tokens for every row from its group's synthetic prompt;
@@ -13,8 +16,8 @@ then two GRPO steps (the same actor), each:
    log-probs, values, GAE or group advantages);
 3. :func:`ragen2.trainer.critic.update_critic` (PPO) and :func:`ragen2.trainer.actor.update_actor`.
 
-It prints, per step: peak GPU memory (allocated and reserved) beside :func:`ragen2.bench.memory.estimate_memory`,
-seconds (rollout, update, step), generated tokens per second, and the fraction of the actor's weights that
+It prints, per step: peak GPU memory (allocated and reserved, the placeholder included) beside
+:func:`ragen2.bench.memory.estimate_memory` plus the placeholder, seconds (rollout, update, step), generated tokens per second, and the fraction of the actor's weights that
 changed (elements sampled at a fixed stride). It needs only PyTorch, transformers, numpy and PyYAML: no network,
 vLLM, TRL, DVC or environments (nothing imports gymnasium). ``--budget-s`` (540 by default) skips the steps that
 would not finish in time, so the whole check stays within 10 minutes on one H200; a step that runs out of memory is
@@ -52,12 +55,17 @@ from ragen2.trainer.pipeline import Models, attach_update_targets, trainer_loss_
 from ragen2.trainer.precision import autocast
 
 SHAPES = {
-    "paper": BatchShape(generate_turns=1, micro_batch=2, logprob_micro_batch=4),
+    "paper": BatchShape(generate_turns=1),
     "tiny": BatchShape(groups=2, group_size=3, prompt_tokens=12, turns=2, response_tokens=6, obs_tokens=3,
                        generate_turns=1, micro_batch=2, logprob_micro_batch=3, mini_batch=3),
 }
-"""``--shape`` presets: the paper's (8 x 16 rows of 5 turns x 400 tokens, 4,000 tokens a row; micro-batches sized
-for one 141 GB GPU with the critic resident), and a tiny one for CPU tests."""
+"""``--shape`` presets: the paper's (8 x 16 rows of 5 turns x 400 tokens, 4,000 tokens a row), and a tiny one for
+CPU tests. Their micro-batch fields apply only with ``--micro-batches shape``."""
+PROFILE_MICRO_BATCHES = {"ppo": (1, 2), "grpo": (2, 4)}
+"""The paper profile's ``(trainer.micro_batch_size, trainer.logprob_micro_batch_size)`` per algorithm family (PPO
+carries the critic, so it takes half the rows; a test keeps these equal to the profile's)."""
+PROFILE_VLLM_SHARE = 0.2
+"""The paper profile's ``rollout.vllm_gpu_memory_utilization``: the share of the GPU a colocated vLLM engine keeps."""
 PRECISION = "bf16"
 SAMPLE_ELEMENTS = 4_000_000
 """About this many weight elements are compared before and after a step (a fixed stride through every tensor)."""
@@ -82,6 +90,32 @@ def trainer_config(algo: str, shape: BatchShape) -> TrainerConfig:
     return TrainerConfig(algo=algo, actor_lr=1e-6, critic_lr=1e-5, mini_batch_size=shape.mini_batch,
                          micro_batch_size=shape.micro_batch, logprob_micro_batch_size=shape.logprob_micro_batch,
                          entropy_coef=0.001, kl_coef=0.0, precision=PRECISION, gradient_checkpointing=True)
+
+
+def parse_micro_batches(text: str) -> dict[str, tuple[int, int]] | None:
+    """``profile`` (:data:`PROFILE_MICRO_BATCHES`), ``shape`` (None: the shape's own fields, for every algorithm)
+    or ``ALGO=MICRO/LOGPROB,...`` (``ppo=2/4,grpo=4/8``)."""
+    if text == "profile":
+        return dict(PROFILE_MICRO_BATCHES)
+    if text == "shape":
+        return None
+    out = dict(PROFILE_MICRO_BATCHES)
+    for pair in text.split(","):
+        algo, _, sizes = pair.partition("=")
+        micro, _, logprob = sizes.partition("/")
+        if algo not in PROFILE_MICRO_BATCHES or not (micro.isdigit() and logprob.isdigit()) or "0" in (micro, logprob):
+            raise ValueError(f"bad micro-batches {pair!r}: expected ALGO=MICRO/LOGPROB with ALGO in "
+                             f"{sorted(PROFILE_MICRO_BATCHES)} and positive sizes, or 'profile' or 'shape'")
+        out[algo] = (int(micro), int(logprob))
+    return out
+
+
+def shape_for(algo: str, shape: BatchShape, micro_batches: dict[str, tuple[int, int]] | None) -> BatchShape:
+    """``shape`` with ``algo``'s micro-batches (the GRPO family shares GRPO's)."""
+    if micro_batches is None:
+        return shape
+    micro, logprob = micro_batches["ppo" if algo == "ppo" else "grpo"]
+    return replace(shape, micro_batch=micro, logprob_micro_batch=logprob)
 
 
 def parse_shape(text: str) -> BatchShape:
@@ -181,8 +215,10 @@ class Setup:
     critic_opt: torch.optim.Optimizer | None = None
 
 
-def run_step(setup: Setup, algo: str, shape: BatchShape, step: int, device: torch.device) -> dict[str, Any]:
-    """One rollout + update of ``algo`` with ragen2's update code; returns the measurements."""
+def run_step(setup: Setup, algo: str, shape: BatchShape, step: int, device: torch.device,
+             reserved_bytes: float = 0.0) -> dict[str, Any]:
+    """One rollout + update of ``algo`` with ragen2's update code; returns the measurements (``reserved_bytes``: the
+    placeholder for the vLLM engine, held meanwhile, added to the estimate)."""
     tc = trainer_config(algo, shape)
     preset = get_preset(algo)
     vocab = setup.arch.vocab_size
@@ -218,10 +254,12 @@ def run_step(setup: Setup, algo: str, shape: BatchShape, step: int, device: torc
                                gpu_bytes=_gpu_bytes(device))
     return {
         "arch": setup.arch.name, "algo": algo, "step": step, "status": "ok",
+        "micro_batch": shape.micro_batch, "logprob_micro_batch": shape.logprob_micro_batch,
+        "vllm_reserved_gb": reserved_bytes / GB, "estimated_peak_phase": estimate.peak_phase,
         "rollout_s": t1 - t0, "update_s": t2 - t1, "step_s": t2 - t0,
         "generated_tokens": generated, "gen_tokens_per_s": generated / max(t1 - t0, 1e-9),
         "trained_tokens": int(batch.loss_mask.sum()), "rows": len(batch), "seq_len": int(batch.input_ids.shape[1]),
-        **_peaks(device), "estimated_peak_gb": estimate.peak / GB,
+        **_peaks(device), "estimated_peak_gb": (estimate.peak + reserved_bytes) / GB,
         "weights_changed_fraction": probe.changed_fraction(), "weights_sample_stride": probe.stride,
         "metrics": {k: metrics[k] for k in ("actor/pg_loss", "actor/grad_norm", "actor/optimizer_steps",
                                              "actor/skipped_steps", "critic/vf_loss", "critic/grad_norm")
@@ -256,10 +294,20 @@ def predicted_seconds(algo: str, params: int, history: dict[str, tuple[float, in
     return seconds * max(params / of_params, 0.4)
 
 
+def reserve(device: torch.device, share: float) -> torch.Tensor | None:
+    """A placeholder block of ``share`` of the GPU's memory (the colocated vLLM engine's), or None (CPU, share 0)."""
+    if device.type != "cuda" or share <= 0:
+        return None
+    return torch.empty(int(share * _gpu_bytes(device)), dtype=torch.uint8, device=device)
+
+
 def check_arch(arch: Arch, shape: BatchShape, device: torch.device, deadline: float, log,
-               history: dict[str, tuple[float, int]] | None = None) -> list[dict[str, Any]]:
+               history: dict[str, tuple[float, int]] | None = None,
+               micro_batches: dict[str, tuple[int, int]] | None = None,
+               vllm_share: float = 0.0) -> list[dict[str, Any]]:
     """The steps of :data:`STEPS` on ``arch``; a step expected to end after ``deadline`` is skipped (``history``:
-    the last measured ``(seconds, parameters)`` per algorithm, updated), an out-of-memory step is reported."""
+    the last measured ``(seconds, parameters)`` per algorithm, updated), an out-of-memory step is reported.
+    ``micro_batches``: per algorithm (:func:`parse_micro_batches`); ``vllm_share``: the placeholder's share."""
     history = {} if history is None else history
     results: list[dict[str, Any]] = []
     if time.perf_counter() + MIN_ARCH_S > deadline:
@@ -267,6 +315,8 @@ def check_arch(arch: Arch, shape: BatchShape, device: torch.device, deadline: fl
         return [{"arch": arch.name, "algo": algo, "step": step, "status": "skipped (time budget)"}
                 for algo, step in STEPS]
     tc = trainer_config("ppo", shape)
+    placeholder = reserve(device, vllm_share)
+    reserved = 0.0 if placeholder is None else float(placeholder.numel())
     t0 = time.perf_counter()
     actor = build_random_model(arch, device, seed=0)
     activation_checkpointing.enable(actor)
@@ -287,7 +337,7 @@ def check_arch(arch: Arch, shape: BatchShape, device: torch.device, deadline: fl
                 setup.critic.eval()
                 setup.critic_opt = adamw(setup.critic, tc.critic_lr, tc.weight_decay)
                 del backbone
-            result = run_step(setup, algo, shape, step, device)
+            result = run_step(setup, algo, shape_for(algo, shape, micro_batches), step, device, reserved)
             history[algo] = (result["step_s"], arch.num_params())
         except torch.cuda.OutOfMemoryError as err:
             result = {"arch": arch.name, "algo": algo, "step": step, "status": "out of memory",
@@ -298,7 +348,7 @@ def check_arch(arch: Arch, shape: BatchShape, device: torch.device, deadline: fl
             _free(device)
         results.append(result)
         log(format_result(result))
-    del setup, actor
+    del setup, actor, placeholder
     _free(device)
     return results
 
@@ -310,7 +360,8 @@ def format_result(r: dict[str, Any]) -> str:
         return f"{head} {r['status']}" + (f" ({r['error']})" if "error" in r else "")
     mem = ("peak memory n/a (CPU)" if r["peak_allocated_gb"] is None else
            f"peak {r['peak_allocated_gb']:.1f} GB allocated / {r['peak_reserved_gb']:.1f} GB reserved")
-    return (f"{head} {r['step_s']:.1f} s (rollout {r['rollout_s']:.1f} s, update {r['update_s']:.1f} s), "
+    return (f"{head} micro-batch {r['micro_batch']}/{r['logprob_micro_batch']}: "
+            f"{r['step_s']:.1f} s (rollout {r['rollout_s']:.1f} s, update {r['update_s']:.1f} s), "
             f"{r['gen_tokens_per_s']:.0f} generated tokens/s, {mem} (estimate {r['estimated_peak_gb']:.1f} GB), "
             f"weights changed: {100 * r['weights_changed_fraction']:.2f} %")
 
@@ -326,21 +377,26 @@ def environment(device: torch.device) -> dict[str, Any]:
     return info
 
 
-def run_check(archs: list[Arch], shape: BatchShape, device: torch.device, budget_s: float, log=print) -> dict:
-    """The whole check; returns the report (``environment``, ``shape``, ``results``, ``seconds``)."""
+def run_check(archs: list[Arch], shape: BatchShape, device: torch.device, budget_s: float, log=print,
+              micro_batches: dict[str, tuple[int, int]] | None = None, vllm_share: float = 0.0) -> dict:
+    """The whole check; returns the report (``environment``, ``shape``, ``micro_batches``, ``vllm_share``,
+    ``results``, ``seconds``)."""
     start = time.perf_counter()
     env = environment(device)
     log(f"GPU check on {env.get('gpu', env['device'])} (torch {env['torch']}, transformers {env['transformers']}); "
         f"shape: {shape.rows} rows x {shape.seq_len} tokens, {shape.trained_tokens} trained, "
-        f"{shape.response_tokens} generated per row; {PRECISION} autocast, fp32 masters, activation checkpointing, "
-        f"micro-batch {shape.micro_batch}, no-gradient micro-batch {shape.logprob_micro_batch}")
+        f"{shape.response_tokens} generated per row; {PRECISION} autocast, fp32 masters, activation checkpointing; "
+        + ("micro-batch/no-gradient micro-batch " + ", ".join(f"{a} {m}/{lp}" for a, (m, lp) in micro_batches.items())
+           if micro_batches else f"micro-batch {shape.micro_batch}, no-gradient micro-batch {shape.logprob_micro_batch}")
+        + (f"; {vllm_share:.0%} of the GPU held for a vLLM engine" if device.type == "cuda" and vllm_share > 0 else ""))
     results, history = [], {}
     for arch in archs:
-        results += check_arch(arch, shape, device, start + budget_s, log, history)
+        results += check_arch(arch, shape, device, start + budget_s, log, history, micro_batches, vllm_share)
     seconds = time.perf_counter() - start
     log(f"done in {seconds:.0f} s")
-    return {"environment": env, "shape": asdict(shape), "precision": PRECISION, "results": results,
-            "seconds": seconds}
+    return {"environment": env, "shape": asdict(shape), "precision": PRECISION,
+            "micro_batches": {a: list(v) for a, v in micro_batches.items()} if micro_batches else None,
+            "vllm_share": vllm_share if device.type == "cuda" else 0.0, "results": results, "seconds": seconds}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -348,6 +404,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--arch", default="qwen2.5-3b,qwen2.5-0.5b",
                    help=f"comma-separated architectures, in order (known: {', '.join(ARCHS)})")
     p.add_argument("--shape", default="paper", help="NAME[,FIELD=INT...], NAME in " + ", ".join(SHAPES))
+    p.add_argument("--micro-batches", default="profile",
+                   help="'profile' (the paper profile's: ppo=1/2, grpo=2/4), 'shape' (the shape's fields) or "
+                        "ALGO=MICRO/LOGPROB,... (update micro-batch / no-gradient micro-batch, in rows)")
+    p.add_argument("--vllm-share", type=float, default=PROFILE_VLLM_SHARE,
+                   help="share of the GPU held by a placeholder for the colocated vLLM engine (0: none)")
     p.add_argument("--device", default="cuda", help="cuda, cuda:N or cpu")
     p.add_argument("--budget-s", type=float, default=540.0, help="skip the steps that would end after this")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
@@ -363,6 +424,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         archs = [ARCHS[name] for name in args.arch.split(",")]
         shape = parse_shape(args.shape)
+        micro_batches = parse_micro_batches(args.micro_batches)
+        if not 0.0 <= args.vllm_share < 0.9:
+            raise ValueError(f"--vllm-share must be in [0, 0.9), got {args.vllm_share!r}")
     except (KeyError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -377,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
 
     transformers.logging.set_verbosity_error()
     log = (lambda line: print(line, file=sys.stderr, flush=True)) if args.json else (lambda line: print(line, flush=True))
-    report = run_check(archs, shape, device, args.budget_s, log)
+    report = run_check(archs, shape, device, args.budget_s, log, micro_batches, args.vllm_share)
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(report, indent=2) + "\n")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from ragen2.bench.gpu_check import main, parse_shape
+from ragen2.bench.gpu_check import main, parse_micro_batches, parse_shape
 
 REPO = Path(__file__).resolve().parents[2]
 ABSENT = ("gymnasium", "vllm", "trl", "dvc", "dvclive", "datasets", "bm25s", "accelerate", "peft", "deepspeed",
@@ -28,6 +28,9 @@ def test_gpu_check_runs_on_cpu_without_the_optional_packages():
     report = json.loads(out.stdout.strip().splitlines()[-1])
     steps = [(r["algo"], r["step"], r["status"]) for r in report["results"]]
     assert steps == [("ppo", 1, "ok"), ("grpo", 1, "ok"), ("grpo", 2, "ok")]
+    # the paper profile's micro-batches per algorithm; no vLLM placeholder on a CPU
+    assert [(r["micro_batch"], r["logprob_micro_batch"]) for r in report["results"]] == [(1, 2), (2, 4), (2, 4)]
+    assert report["vllm_share"] == 0.0 and all(r["vllm_reserved_gb"] == 0.0 for r in report["results"])
     for r in report["results"]:
         assert r["weights_changed_fraction"] > 0.99  # lr 1e-6 under bf16 autocast moves the fp32 masters
         assert r["generated_tokens"] > 0 and r["gen_tokens_per_s"] > 0 and r["step_s"] > 0
@@ -67,3 +70,18 @@ def test_a_spent_budget_skips_every_step(capsys):
     assert main(["--arch", "tiny", "--shape", "tiny", "--device", "cpu", "--budget-s", "0", "--json"]) == 0
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert {r["status"] for r in report["results"]} == {"skipped (time budget)"} and len(report["results"]) == 3
+
+
+def test_micro_batches_option():
+    assert parse_micro_batches("profile") == {"ppo": (1, 2), "grpo": (2, 4)}
+    assert parse_micro_batches("shape") is None
+    assert parse_micro_batches("ppo=2/4") == {"ppo": (2, 4), "grpo": (2, 4)}
+    for bad in ("ppo=2", "dapo=2/4", "ppo=0/2", "ppo=a/b"):
+        with pytest.raises(ValueError, match="bad micro-batches"):
+            parse_micro_batches(bad)
+
+
+def test_bad_vllm_share_is_a_one_line_error(capsys):
+    assert main(["--arch", "tiny", "--shape", "tiny", "--device", "cpu", "--vllm-share", "0.95"]) == 2
+    err = capsys.readouterr().err
+    assert "--vllm-share" in err and "0.95" in err and len(err.strip().splitlines()) == 1

@@ -197,3 +197,14 @@ def test_cli_writes_a_loadable_params_file(tmp_path, capsys):
     assert data["pipeline"]["profile"] == "smoke"
     for rid in run_ids(out):
         load_config(rid, out)
+
+
+def test_gpu_check_measures_the_paper_profiles_micro_batches_and_vllm_share(profiles):
+    from ragen2.bench.gpu_check import PROFILE_MICRO_BATCHES, PROFILE_VLLM_SHARE
+
+    paper = profiles["paper"]
+    for run in paper.runs:
+        cfg = paper.config(run)
+        family = "ppo" if cfg.trainer.algo == "ppo" else "grpo"
+        assert (cfg.trainer.micro_batch_size, cfg.trainer.logprob_micro_batch_size) == PROFILE_MICRO_BATCHES[family]
+        assert cfg.rollout.vllm_gpu_memory_utilization == PROFILE_VLLM_SHARE
