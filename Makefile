@@ -73,7 +73,7 @@ test-browser: setup
 	$(if $(BROWSER_NOTEBOOK),RAGEN2_BROWSER_NOTEBOOK=$(abspath $(BROWSER_NOTEBOOK))) $(PY) -m pytest -m slow -q tests/test_browser.py
 
 # DVC 3.67 has no `dvc repro -j`: build the stale warm starts WORKERS at a time (each stage's own command, one torch
-# thread: `python -m ragen2 build-warm-starts`, recorded in dvc.lock), train the stale runs on WORKERS long-lived processes
+# thread: `python -m ragen2 build-warm-starts`, recorded in dvc.lock), train the stale runs as Ray tasks, WORKERS at a time
 # (one torch thread each, dearest run first: `python -m ragen2 train-runs`), recording finished ones in dvc.lock as they
 # come (`--commit`: `dvc commit -f` reading dvc.yaml and dvc.lock once per batch, where DVC re-reads both per stage;
 # every 10 minutes and at the end, so an interrupted make keeps them), then the stages after training one by one (`dvc repro -s`: each checked on its own, not the 400 stages
@@ -100,7 +100,7 @@ repro: setup
 	dvc repro -s claims publish
 
 # A pipeline of its own beside the paper's, run the way `make repro` runs the paper's: warm starts WORKERS at a time,
-# the stale runs on WORKERS processes (one torch thread each), then its notebook stage. $(1): its folder, which holds
+# the stale runs as Ray tasks, WORKERS at a time (one torch thread each), then its notebook stage. $(1): its folder, which holds
 # its dvc.yaml and params.yaml; its warm starts and runs live under data/$(1)/. $(2), optional: stages of it that run
 # next, WORKERS at a time, before the rest (independent of each other: one per run).
 define own_pipeline

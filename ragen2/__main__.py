@@ -16,8 +16,9 @@ Commands:
   into ``claims.csv``; with the realization check's folder, every claim is also decided on both realizations' runs
   together (:mod:`ragen2.repro.pooled`), a verdict stands only where the first, the second and the pooled runs all
   give it (:mod:`ragen2.repro.realization`), and ``table_power`` gives each pooled test's power.
-- ``train-runs RUN_ID ... [--workers 2] [--threads 1] [--params params.yaml] [--cache-dir DIR]``: train
-  several runs on long-lived worker processes, dearest first (:mod:`ragen2.repro.runqueue`); exits 1 if any failed.
+- ``train-runs RUN_ID ... [--workers 2] [--threads 1] [--params params.yaml] [--cache-dir DIR] [--address ADDR]
+  [--gpus-per-run N] [--retries 2]``: train several runs as Ray tasks, dearest first, on a local Ray or a cluster
+  (:mod:`ragen2.repro.runqueue`); exits 1 if any failed.
 - ``stale-runs``: print the run ids whose DVC ``train`` stage is not up to date (``dvc status``), one per
   line; ``make repro`` trains those with ``train-runs`` and records them with ``commit-runs``.
 - ``evaluate RUN_DIR [--checkpoint latest|initial|STEP] [--episodes 512] [--sampling-seeds 8] [--temperature T]
@@ -152,7 +153,8 @@ def _cmd_train_runs(args: argparse.Namespace) -> int:
             print(f"recorded {len(run_ids)} finished run(s) in {args.dvc_file}'s lock")
 
     failed = train_runs(args.run_ids, params=args.params, workers=args.workers, threads=args.threads,
-                        cache_dir=args.cache_dir, runs_root=runs_root, overrides=overrides, on_done=on_done)
+                        cache_dir=args.cache_dir, runs_root=runs_root, overrides=overrides, on_done=on_done,
+                        address=args.address, gpus_per_run=args.gpus_per_run, retries=args.retries)
     if failed:
         print(f"{len(failed)} run(s) failed: {' '.join(failed)}", file=sys.stderr)
         return 1
@@ -160,11 +162,19 @@ def _cmd_train_runs(args: argparse.Namespace) -> int:
 
 
 def _add_train_runs(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("train-runs", help="train several runs of params.yaml on worker processes, dearest first",
+    p = sub.add_parser("train-runs", help="train several runs of params.yaml as Ray tasks, dearest first",
                        parents=_with("params", "set", "cache", "realization", "dvc_file"))
     p.add_argument("run_ids", nargs="+", help="keys of params.yaml's `runs` mapping (into data/runs/<RUN_ID>)")
-    p.add_argument("--workers", type=int, default=2, help="worker processes (default: 2)")
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads per worker (default: 1)")
+    p.add_argument("--workers", type=int, default=2,
+                   help="runs at a time on the local Ray the command starts (default: 2; ignored with --address)")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (and Ray CPUs) per run (default: 1)")
+    p.add_argument("--address", default=None,
+                   help="join this Ray cluster (auto, HOST:PORT) instead of starting a local Ray (docs/cluster.md)")
+    p.add_argument("--gpus-per-run", type=float, default=None,
+                   help="GPUs per run (default: 1 where the run's policy.device is cuda, or auto on a cluster "
+                        "with GPUs; else 0)")
+    p.add_argument("--retries", type=int, default=2,
+                   help="restarts of a run whose worker died; it resumes from its last checkpoint (default: 2)")
     p.add_argument("--commit", action="store_true",
                    help="record finished runs in the dvc file's lock as they come (every 10 minutes and at the end), "
                         "so an interrupted make keeps them")

@@ -3,7 +3,7 @@
 ``python -m ragen2.repro.dry_run run --copy-from REPO --root DIR`` (``make dry-run-paper``) copies the
 repository's code, notebooks and ``dvc.yaml`` into ``DIR`` (as ``make smoke`` does), builds the tiny model
 there, writes ``DIR/params.yaml`` and runs the DVC pipeline as ``make repro`` does: the warm-start stages,
-training on two long-lived workers (both realizations of the realization check), ``commit-runs``, then
+training as Ray tasks, two at a time (both realizations of the realization check), ``commit-runs``, then
 ``dvc repro`` (data, notebook inputs, the eight notebooks and the realization check's seven through papermill,
 claims). ``prepare --root DIR`` does only the model and ``params.yaml``.
 Numbers mean nothing; what it checks is that the paper profile's run grid, environments (SearchQA's BM25

@@ -1,5 +1,12 @@
-"""The run queue: dearest-first order, input checks, and a worker's run equal to a run trained alone."""
+"""The run queue on Ray: dearest-first order, input checks, a worker's run equal to a run trained alone by
+``python -m ragen2 train``, and a run whose worker is killed resuming to the same end."""
 
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -38,8 +45,8 @@ def test_unmeasured_env_counts_one_second_per_step_and_keeps_order():
     assert by_cost(cfgs) == ["b", "a", "c"]
 
 
-def _params(tmp_path: Path) -> Path:
-    base = to_dict(apply_overrides(RunConfig(), TINY))
+def _params(tmp_path: Path, extra: tuple[str, ...] = ()) -> Path:
+    base = to_dict(apply_overrides(RunConfig(), [*TINY, *extra]))
     runs = {"a": {"seed": 0}, "b": {"seed": 1},
             "bad": {"env": {"kwargs": {"no_such_option": 1}}},  # a valid config whose environment fails to build
             "invalid": {"trainer": {"entropy_scope": "thinking"}}}
@@ -53,10 +60,12 @@ def _params(tmp_path: Path) -> Path:
     (["a", "invalid"], 1, ConfigError, "trainer.entropy_scope='thinking'"),
     (["a", "a"], 1, ValueError, "repeat"),
     (["a"], 0, ValueError, "workers"),
+    (["a"], -1, ValueError, "retries"),
 ])
 def test_bad_input_is_named_before_anything_runs(tmp_path, ids, workers, error, match):
+    retries, workers = (workers, 1) if match == "retries" else (2, workers)
     with pytest.raises(error, match=match):
-        train_runs(ids, params=_params(tmp_path), workers=workers, runs_root=tmp_path / "runs")
+        train_runs(ids, params=_params(tmp_path), workers=workers, retries=retries, runs_root=tmp_path / "runs")
     assert not (tmp_path / "runs").exists()
 
 
@@ -101,5 +110,79 @@ def test_finished_or_reconfigured_runs_start_over_interrupted_ones_resume(tmp_pa
             (runs / name / "config.json").write_text(json.dumps(to_dict(other)))
         if name == "finished":
             (runs / name / "summary.json").write_text("{}")
-        assert _train_one(name, cfg, str(tmp_path / "cache"), str(runs))[2] is None
+        assert _train_one(name, cfg, str(tmp_path / "cache"), str(runs), None).error is None
     assert calls == [("fresh", True), ("interrupted", True), ("finished", False), ("other_config", False)]
+
+
+def _comparable(run: Path) -> list[dict]:
+    return [{k: v for k, v in r.items() if not k.startswith("timing_s/")} for r in read_metrics(run)]
+
+
+def _final_weights(run: Path) -> dict[str, torch.Tensor]:
+    from ragen2.rundir import latest_checkpoint
+
+    return torch.load(latest_checkpoint(run), map_location="cpu", weights_only=False)["actor"]
+
+
+def _worker_pid(title: str) -> int | None:
+    """The process whose title Ray set to ``title`` (``ray::<task name>`` while it runs the task)."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "cmdline").read_bytes().split(b"\0")[0].decode() == title:
+                    return int(entry.name)
+            except OSError:
+                continue
+    return None
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="finds the worker through /proc")
+def test_ray_runs_equal_the_cli_and_a_killed_worker_resumes_to_the_same_end(tmp_path):
+    params = _params(tmp_path, ("trainer.steps=4", "trainer.save_freq=1"))
+    cache, runs, alone = tmp_path / "cache", tmp_path / "runs", tmp_path / "alone"
+    for rid in ("a", "b"):  # the references: each run by the DVC stage's own command, in a process of its own
+        subprocess.run([sys.executable, "-m", "ragen2", "train", rid, "--params", str(params), "--run-dir",
+                        str(alone / rid), "--cache-dir", str(cache), "--threads", "1"], check=True,
+                       capture_output=True, timeout=300)
+
+    killed: list[int] = []
+
+    def kill_a_after_its_first_step() -> None:
+        pointer, deadline = runs / "a" / "checkpoints" / "latest.json", time.monotonic() + 240
+        while time.monotonic() < deadline:
+            if pointer.exists() and "000000" not in pointer.read_text():  # a checkpoint after step 0
+                pid = _worker_pid("ray::train a")
+                if pid is not None:
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+                    return
+            time.sleep(0.02)
+
+    killer = threading.Thread(target=kill_a_after_its_first_step, daemon=True)
+    killer.start()
+    reports, lines = [], []
+    failed = train_runs(["a", "b"], params=params, workers=2, cache_dir=cache, runs_root=runs, reports=reports,
+                        log=lines.append)
+    killer.join(timeout=5)
+    assert failed == [] and len(killed) == 1, lines
+    by_run = {r.run_id: r for r in reports}
+    assert by_run["a"].resumed_from is not None and by_run["a"].pid != killed[0]  # a new worker went on from there
+    assert by_run["b"].resumed_from is None
+    assert any("a:" in line and "resumed from" in line for line in lines)
+    for rid in ("a", "b"):
+        assert _comparable(runs / rid) == _comparable(alone / rid)
+        ours, theirs = _final_weights(runs / rid), _final_weights(alone / rid)
+        assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
+
+
+def test_gpu_runs_ask_for_a_gpu_and_fail_fast_where_there_is_none(tmp_path):
+    from ragen2.repro.runqueue import wants_gpu
+
+    cuda, auto = (apply_overrides(RunConfig(), [f"policy.device={d}"]) for d in ("cuda", "auto"))
+    assert wants_gpu(cuda, False) and wants_gpu(auto, True) and not wants_gpu(auto, False)
+    assert not wants_gpu(apply_overrides(RunConfig(), ["policy.device=cpu"]), True)
+    params = _params(tmp_path, ("policy.device=cuda",))
+    with pytest.raises(ValueError, match=r"run a asks for 1 GPU\(s\) \(policy.device='cuda'\) but the Ray cluster "
+                                         r"has 0"):
+        train_runs(["a"], params=params, workers=1, runs_root=tmp_path / "runs")
+    assert not (tmp_path / "runs").exists()
