@@ -31,6 +31,11 @@ def _check_name(name: str) -> str:
     return name
 
 
+SMOKE_NOTE = " SMOKE RUN."
+"""Ends the caption of every figure and table made from smoke runs (``save_figure(..., smoke=True)``): their numbers
+mean nothing."""
+
+
 def figure_bytes(fig: Any, fmt: str, dpi: int = FIGURE_DPI) -> bytes:
     """``fig`` encoded as ``png`` or ``pdf`` without date, producer or software metadata (deterministic bytes)."""
     metadata = {
@@ -43,7 +48,8 @@ def figure_bytes(fig: Any, fmt: str, dpi: int = FIGURE_DPI) -> bytes:
 
 
 def save_figure(
-    fig: Any, name: str, out_dir: str | Path = "paper_figures", *, caption: str, dpi: int = FIGURE_DPI
+    fig: Any, name: str, out_dir: str | Path = "paper_figures", *, caption: str, dpi: int = FIGURE_DPI,
+    smoke: bool = False,
 ) -> dict[str, Path]:
     """Write ``<name>.png``, ``<name>.pdf`` and the caption ``<name>.md`` into ``out_dir``.
 
@@ -56,6 +62,7 @@ def save_figure(
         out_dir: target folder (created if missing).
         caption: what the figure shows (markdown); required so no figure goes out unexplained.
         dpi: raster resolution.
+        smoke: the figure is made from smoke runs: :data:`SMOKE_NOTE` ends its caption.
 
     Returns:
         ``{"png": path, "pdf": path, "caption": path}``.
@@ -71,14 +78,17 @@ def save_figure(
     paths = {
         fmt: write_bytes_atomic(out / f"{name}.{fmt}", figure_bytes(fig, fmt, dpi)) for fmt in ("png", "pdf")
     }
-    paths["caption"] = write_text_atomic(out / f"{name}.md", f"**{name}**: {caption.strip()}\n")
+    paths["caption"] = write_text_atomic(out / f"{name}.md", f"**{name}**: {caption.strip()}{SMOKE_NOTE * smoke}\n")
     return paths
 
 
 def save_table(
-    df: pd.DataFrame, name: str, out_dir: str | Path = "paper_figures", *, caption: str | None = None
+    df: pd.DataFrame, name: str, out_dir: str | Path = "paper_figures", *, caption: str | None = None,
+    smoke: bool = False,
 ) -> dict[str, Path]:
     """Write ``<name>.csv`` (numbers, full precision) and ``<name>.md`` (caption + markdown table).
+
+    ``smoke``: the table is made from smoke runs: :data:`SMOKE_NOTE` ends its caption (or is its caption).
 
     A MultiIndex on the columns is flattened to ``level0/level1``; a named or non-range index is
     written as leading column(s).
@@ -93,7 +103,8 @@ def save_table(
     keep_index = not isinstance(flat.index, pd.RangeIndex) or any(n is not None for n in flat.index.names)
     csv_text = flat.to_csv(index=keep_index, lineterminator="\n")
     out = Path(out_dir)
-    md = (f"**{name}**: {caption.strip()}\n\n" if caption else "") + to_markdown(flat)
+    caption = ((caption or "").strip() + SMOKE_NOTE * smoke).strip()
+    md = (f"**{name}**: {caption}\n\n" if caption else "") + to_markdown(flat)
     return {
         "csv": write_text_atomic(out / f"{name}.csv", csv_text),
         "md": write_text_atomic(out / f"{name}.md", md),

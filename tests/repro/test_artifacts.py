@@ -58,3 +58,15 @@ def test_save_table_csv_and_markdown(tmp_path):
     paths = save_table(multi, "table_multi", tmp_path)
     assert paths["csv"].read_text().splitlines()[0] == "algorithm,Sokoban/mean,Sokoban/n"
     assert "| algorithm | Sokoban/mean | Sokoban/n |" in to_markdown(multi)
+
+
+def test_smoke_runs_end_every_caption_with_the_note_and_only_they(tmp_path):
+    from ragen2.repro.artifacts import SMOKE_NOTE
+
+    df = pd.DataFrame({"x": [1]})
+    assert save_figure(_figure(), "f", tmp_path, caption="Curves.", smoke=True)["caption"].read_text() \
+        == f"**f**: Curves.{SMOKE_NOTE}\n"
+    assert save_table(df, "t", tmp_path, caption="Numbers.", smoke=True)["md"].read_text().startswith(
+        f"**t**: Numbers.{SMOKE_NOTE}\n\n")
+    assert save_table(df, "u", tmp_path, smoke=True)["md"].read_text().startswith(f"**u**: {SMOKE_NOTE.strip()}\n\n")
+    assert SMOKE_NOTE.strip() not in save_table(df, "v", tmp_path, caption="Numbers.")["md"].read_text()
