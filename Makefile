@@ -73,30 +73,30 @@ test-browser: setup
 	$(if $(BROWSER_NOTEBOOK),RAGEN2_BROWSER_NOTEBOOK=$(abspath $(BROWSER_NOTEBOOK))) $(PY) -m pytest -m slow -q tests/test_browser.py
 
 # DVC 3.67 has no `dvc repro -j`: build the stale warm starts WORKERS at a time (each stage's own command, one torch
-# thread: `python -m ragen2 build-warm-starts`, recorded in dvc.lock), train the stale runs as Ray tasks, WORKERS at a time
-# (one torch thread each, dearest run first: `python -m ragen2 train-runs`), recording finished ones in dvc.lock as they
+# thread: `python -m ragen2.repro build-warm-starts`, recorded in dvc.lock), train the stale runs as Ray tasks, WORKERS at a time
+# (one torch thread each, dearest run first: `python -m ragen2.repro train-runs`), recording finished ones in dvc.lock as they
 # come (`--commit`: `dvc commit -f` reading dvc.yaml and dvc.lock once per batch, where DVC re-reads both per stage;
 # every 10 minutes and at the end, so an interrupted make keeps them), then the stages after training one by one (`dvc repro -s`: each checked on its own, not the 400 stages
-# upstream again) and the notebooks of both realizations WORKERS at a time (`python -m ragen2 run-stages`), the
+# upstream again) and the notebooks of both realizations WORKERS at a time (`python -m ragen2.repro run-stages`), the
 # claims last. Each run equals what its stage's own command (`python -m ragen2 train RUN_ID`) makes. An interrupted
 # run resumes from its checkpoint; a second `make repro` finds nothing to do. The realization check's runs
 # (`--realization`: the same runs from a second warm start, stages warmstart_realization and train_realization) are
-# trained the same way, after the first's. First, `python -m ragen2 prune-lock` drops the lock entries of stages a
+# trained the same way, after the first's. First, `python -m ragen2.repro prune-lock` drops the lock entries of stages a
 # shrunken grid no longer defines. tests/test_makefile.py checks that the recipe names every stage.
 WORKERS ?= 2
 NOTEBOOK_STAGES := $(shell sed -n 's/^  \(nb_[a-z0-9_]*\):.*/\1/p' dvc.yaml)
 repro: export PATH := $(abspath $(VENV))/bin:$(PATH)
 repro: setup
-	$(PY) -m ragen2 prune-lock
-	$(PY) -m ragen2 build-warm-starts --workers $(WORKERS)
+	$(PY) -m ragen2.repro prune-lock
+	$(PY) -m ragen2.repro build-warm-starts --workers $(WORKERS)
 	dvc repro warmstart warmstart_realization
 	for which in "" --realization; do \
-	  stale="$$($(PY) -m ragen2 stale-runs $$which)" || exit 1; [ -z "$$stale" ] && continue; \
-	  $(PY) -m ragen2 train-runs $$which --commit --workers $(WORKERS) --threads 1 --cache-dir data/cache \
+	  stale="$$($(PY) -m ragen2.repro stale-runs $$which)" || exit 1; [ -z "$$stale" ] && continue; \
+	  $(PY) -m ragen2.repro train-runs $$which --commit --workers $(WORKERS) --threads 1 --cache-dir data/cache \
 	    $$stale || exit 1; \
 	done
 	dvc repro -s data warm_starts inputs inputs_realization
-	$(PY) -m ragen2 run-stages --workers $(WORKERS) $(NOTEBOOK_STAGES)
+	$(PY) -m ragen2.repro run-stages --workers $(WORKERS) $(NOTEBOOK_STAGES)
 	dvc repro -s claims publish
 
 # A pipeline of its own beside the paper's, run the way `make repro` runs the paper's: warm starts WORKERS at a time,
@@ -104,14 +104,14 @@ repro: setup
 # its dvc.yaml and params.yaml; its warm starts and runs live under data/$(1)/. $(2), optional: stages of it that run
 # next, WORKERS at a time, before the rest (independent of each other: one per run).
 define own_pipeline
-	$(PY) -m ragen2 prune-lock --dvc-file $(1)/dvc.yaml
-	$(PY) -m ragen2 build-warm-starts --params $(1)/params.yaml --dvc-file $(1)/dvc.yaml --workers $(WORKERS)
+	$(PY) -m ragen2.repro prune-lock --dvc-file $(1)/dvc.yaml
+	$(PY) -m ragen2.repro build-warm-starts --params $(1)/params.yaml --dvc-file $(1)/dvc.yaml --workers $(WORKERS)
 	dvc repro $(1)/dvc.yaml:warmstart
-	stale="$$($(PY) -m ragen2 stale-runs --params $(1)/params.yaml --dvc-file $(1)/dvc.yaml)" || exit 1; \
+	stale="$$($(PY) -m ragen2.repro stale-runs --params $(1)/params.yaml --dvc-file $(1)/dvc.yaml)" || exit 1; \
 	if [ -n "$$stale" ]; then \
-	  $(PY) -m ragen2 train-runs --params $(1)/params.yaml --dvc-file $(1)/dvc.yaml --commit --workers $(WORKERS) \
+	  $(PY) -m ragen2.repro train-runs --params $(1)/params.yaml --dvc-file $(1)/dvc.yaml --commit --workers $(WORKERS) \
 	    --threads 1 --cache-dir data/$(1)/cache $$stale || exit 1; fi
-	$(if $(2),$(PY) -m ragen2 run-stages --dvc-file $(1)/dvc.yaml --workers $(WORKERS) $(2))
+	$(if $(2),$(PY) -m ragen2.repro run-stages --dvc-file $(1)/dvc.yaml --workers $(WORKERS) $(2))
 	dvc repro $(1)/dvc.yaml
 endef
 

@@ -16,27 +16,16 @@ Commands:
   into ``claims.csv``; with the realization check's folder, every claim is also decided on both realizations' runs
   together (:mod:`ragen2.repro.pooled`), a verdict stands only where the first, the second and the pooled runs all
   give it (:mod:`ragen2.repro.realization`), and ``table_power`` gives each pooled test's power.
-- ``train-runs RUN_ID ... [--workers 2] [--threads 1] [--params params.yaml] [--cache-dir DIR] [--address ADDR]
-  [--gpus-per-run N] [--retries 2]``: train several runs as Ray tasks, dearest first, on a local Ray or a cluster
-  (:mod:`ragen2.repro.runqueue`); exits 1 if any failed.
-- ``stale-runs``: print the run ids whose DVC ``train`` stage is not up to date (``dvc status``), one per
-  line; ``make repro`` trains those with ``train-runs`` and records them with ``commit-runs``.
 - ``evaluate RUN_DIR [--checkpoint latest|initial|STEP] [--episodes 512] [--sampling-seeds 8] [--temperature T]
   [--expert] [--out FILE] [--threads N]``: a run's policy re-scored on many paired validation seeds
   (:mod:`ragen2.evaluate`); prints success and its standard error, writes the per-episode successes to ``--out``.
 - ``gains START.json LABEL=END.json[,END.json...] ...``: the learning table of several evaluations
   (:func:`ragen2.evaluate.learning_gains`), printed as markdown.
-- ``--realization`` (``train``, ``warmstart``, ``train-runs``, ``stale-runs``, ``commit-runs``): the realization
-  check's second realization of the same runs (params.yaml's ``pipeline.realization``; DVC stages
-  ``warmstart_realization`` and ``train_realization``).
-- ``commit-runs RUN_ID ...``: record trained runs' ``train`` stages in ``dvc.lock`` (``dvc commit --force``
-  with one write of the lock file; :mod:`ragen2.repro.dvcstages`).
-- ``build-warm-starts [--workers 2]``: run the stale ``warmstart`` and ``warmstart_realization`` stages' own
-  commands on parallel workers (longest SFT first), then record them in ``dvc.lock``.
-- ``prune-lock``: drop ``dvc.lock`` entries of stages the pipeline no longer defines (a grid that shrank) and the
-  ``.gitignore`` lines of their outputs (:func:`ragen2.repro.dvcstages.prune_lock`).
-- ``run-stages STAGE ... [--workers 2]``: the same for the stale ones of any named stages that do not depend on each
-  other (``make repro``: the notebooks of both realizations, two at a time).
+- ``--realization`` (``train``, ``warmstart``): the realization check's second realization of the same runs
+  (params.yaml's ``pipeline.realization``; DVC stages ``warmstart_realization`` and ``train_realization``).
+
+The pipeline's plumbing (``train-runs``, ``stale-runs``, ``commit-runs``, ``build-warm-starts``, ``run-stages``,
+``prune-lock``) lives under ``python -m ragen2.repro`` (:mod:`ragen2.repro.__main__`).
 
 More subcommands (audit, data) register the same way: a ``_add_<name>(subparsers)`` function that
 sets ``func`` on its parser.
@@ -50,67 +39,24 @@ import os
 import sys
 from pathlib import Path
 
+from ragen2.cli_options import (
+    OFFLINE_ENV,
+    pin_kernels,
+    run_overrides,
+    set_threads,
+    with_options,
+)
 from ragen2.errors import UserError
 from ragen2.progress import show_progress
 
-OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-               "HF_HUB_DISABLE_TELEMETRY": "1", "DVC_NO_ANALYTICS": "1", "DVC_STUDIO_OFFLINE": "1",
-               "TOKENIZERS_PARALLELISM": "false"}
-
-
-def _parents() -> dict[str, argparse.ArgumentParser]:
-    """The options several commands share, declared once (argparse ``parents=``)."""
-    def parent(*args, **kwargs) -> argparse.ArgumentParser:
-        p = argparse.ArgumentParser(add_help=False)
-        p.add_argument(*args, **kwargs)
-        return p
-
-    return {
-        "params": parent("--params", default="params.yaml", help="the params file (default: params.yaml)"),
-        "set": parent("--set", action="append", default=[], metavar="KEY=VALUE",
-                      help="override a config value, e.g. --set trainer.steps=5 (repeatable)"),
-        "cache": parent("--cache-dir", default="data/cache", help="policy / warm-start cache (default: data/cache)"),
-        "threads": parent("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)"),
-        "dvc_file": parent("--dvc-file", default="dvc.yaml",
-                           help="the pipeline file of the stages (default: dvc.yaml; the regime map's: "
-                                "regime_map/dvc.yaml)"),
-        "realization": parent("--realization", action="store_true",
-                              help="the realization check's second realization (params.yaml's "
-                                   "pipeline.realization: its overrides and runs root; ragen2.repro.realization)"),
-    }
-
-
-PARENTS = _parents()
-
-
-def _with(*names: str) -> list[argparse.ArgumentParser]:
-    return [PARENTS[n] for n in names]
-
-
-def _set_threads(threads: int | None) -> None:
-    if threads:
-        import torch
-
-        torch.set_num_threads(threads)
-
 
 def _overrides(args: argparse.Namespace) -> tuple[list[str], str]:
-    """The ``--set`` overrides and the runs root of a command, with ``--realization`` the second realization's
-    overrides first (``--set`` still wins)."""
+    """:func:`ragen2.cli_options.run_overrides` with the second realization read where ``--realization`` was given."""
     if not getattr(args, "realization", False):
-        return list(args.set), _params_runs_root(args.params)
+        return run_overrides(args)
     from ragen2.repro.realization import read_realization
 
-    second = read_realization(args.params)
-    return [*second.overrides, *args.set], second.runs_root
-
-
-def _params_runs_root(params: str) -> str:
-    """``pipeline.runs_root`` of a params file (a pipeline of its own, such as the regime map), else ``data/runs``."""
-    from ragen2.config import read_params
-
-    pipeline = (read_params(params).get("pipeline") or {}) if Path(params).is_file() else {}
-    return str(pipeline.get("runs_root", "data/runs"))
+    return run_overrides(args, read_realization(args.params))
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -122,7 +68,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from ragen2.trainer.loop import train
     from ragen2.warmstart import initial_policy
 
-    _set_threads(args.threads)
+    set_threads(args.threads)
     init = initial_policy(cfg, Path(args.cache_dir))  # the tiny policy and the warm start, built if missing
     summary = train(cfg, run_dir, init, resume=not args.no_resume)
     print(json.dumps(summary, indent=2))
@@ -131,54 +77,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 def _add_train(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train one run declared in params.yaml",
-                       parents=_with("params", "set", "cache", "threads", "realization"))
+                       parents=with_options("params", "set", "cache", "threads", "realization"))
     p.add_argument("run_id", help="a key of params.yaml's `runs` mapping")
     p.add_argument("--run-dir", default=None, help="output directory (default: data/runs/<RUN_ID>)")
     p.add_argument("--no-resume", action="store_true", help="start over even if a checkpoint exists")
     p.set_defaults(func=_cmd_train)
-
-
-def _cmd_train_runs(args: argparse.Namespace) -> int:
-    from ragen2.repro.runqueue import train_runs
-
-    overrides, runs_root = _overrides(args)
-    on_done = None
-    if args.commit:
-        from ragen2.repro.dvcstages import commit_stages
-
-        stage = _train_stage(args)
-
-        def on_done(run_ids: list[str]) -> None:
-            commit_stages([f"{stage}@{rid}" for rid in run_ids])
-            print(f"recorded {len(run_ids)} finished run(s) in {args.dvc_file}'s lock")
-
-    failed = train_runs(args.run_ids, params=args.params, workers=args.workers, threads=args.threads,
-                        cache_dir=args.cache_dir, runs_root=runs_root, overrides=overrides, on_done=on_done,
-                        address=args.address, gpus_per_run=args.gpus_per_run, retries=args.retries)
-    if failed:
-        print(f"{len(failed)} run(s) failed: {' '.join(failed)}", file=sys.stderr)
-        return 1
-    return 0
-
-
-def _add_train_runs(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("train-runs", help="train several runs of params.yaml as Ray tasks, dearest first",
-                       parents=_with("params", "set", "cache", "realization", "dvc_file"))
-    p.add_argument("run_ids", nargs="+", help="keys of params.yaml's `runs` mapping (into data/runs/<RUN_ID>)")
-    p.add_argument("--workers", type=int, default=2,
-                   help="runs at a time on the local Ray the command starts (default: 2; ignored with --address)")
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (and Ray CPUs) per run (default: 1)")
-    p.add_argument("--address", default=None,
-                   help="join this Ray cluster (auto, HOST:PORT) instead of starting a local Ray (docs/cluster.md)")
-    p.add_argument("--gpus-per-run", type=float, default=None,
-                   help="GPUs per run (default: 1 where the run's policy.device is cuda, or auto on a cluster "
-                        "with GPUs; else 0)")
-    p.add_argument("--retries", type=int, default=2,
-                   help="restarts of a run whose worker died; it resumes from its last checkpoint (default: 2)")
-    p.add_argument("--commit", action="store_true",
-                   help="record finished runs in the dvc file's lock as they come (every 10 minutes and at the end), "
-                        "so an interrupted make keeps them")
-    p.set_defaults(func=_cmd_train_runs)
 
 
 def _cmd_grad_analysis(args: argparse.Namespace) -> int:
@@ -187,7 +90,7 @@ def _cmd_grad_analysis(args: argparse.Namespace) -> int:
     read_config(args.run_dir)  # a missing or broken run directory is named before torch loads
     from ragen2.trainer.grad_analysis import analyze_checkpoint
 
-    _set_threads(args.threads)
+    set_threads(args.threads)
     table = analyze_checkpoint(Path(args.run_dir), num_buckets=args.buckets, cache_dir=Path(args.cache_dir))
     if args.out:
         table.to_csv(args.out, index=False)
@@ -197,7 +100,7 @@ def _cmd_grad_analysis(args: argparse.Namespace) -> int:
 
 def _add_grad_analysis(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("grad-analysis", help="RV-bucketed gradient norms on a run's latest checkpoint",
-                       parents=_with("cache", "threads"))
+                       parents=with_options("cache", "threads"))
     p.add_argument("run_dir", help="a run directory with checkpoints/")
     p.add_argument("--buckets", type=int, default=None, help="RV quantile buckets (default: the run's)")
     p.add_argument("--out", default=None, help="also write the table to this CSV file")
@@ -211,7 +114,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         raise UserError(f"--env-kwargs {args.env_kwargs!r} is not valid JSON: {e}") from None
     from ragen2.audit import run_audit_command
 
-    _set_threads(args.threads)
+    set_threads(args.threads)
     report = run_audit_command(args.policy, args.env, env_kwargs=env_kwargs, num_prompts=args.prompts,
                                samples_per_prompt=args.samples, seed=args.seed, out=args.out,
                                cache_dir=args.cache_dir, device=args.device, max_new_tokens=args.max_new_tokens)
@@ -221,7 +124,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
 
 def _add_audit(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("audit", help="pre-flight filter audit: zero-variance share, RV spread, keep ratios",
-                       parents=_with("threads"))
+                       parents=with_options("threads"))
     p.add_argument("--policy", required=True, help="`tiny`, a local model directory or a model id")
     p.add_argument("--env", required=True, help="environment registry name, e.g. frozenlake")
     p.add_argument("--env-kwargs", default="{}", help='environment kwargs as JSON, e.g. \'{"success_rate": 1.0}\'')
@@ -282,7 +185,7 @@ def _cmd_warmstart(args: argparse.Namespace) -> int:
     cfg = load_config(args.run_id, params_path=args.params, overrides=_overrides(args)[0])
     from ragen2.warmstart import initial_policy
 
-    _set_threads(args.threads)
+    set_threads(args.threads)
     path = Path(initial_policy(cfg, Path(args.cache_dir)))
     if cfg.warm_start.steps == 0 and args.expect:  # no warm start: a marker naming the base policy
         marker = Path(args.expect)
@@ -298,7 +201,7 @@ def _cmd_warmstart(args: argparse.Namespace) -> int:
 
 def _add_warmstart(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("warmstart", help="build (or find) the warm start a run starts from",
-                       parents=_with("params", "set", "cache", "threads", "realization"))
+                       parents=with_options("params", "set", "cache", "threads", "realization"))
     p.add_argument("run_id", help="a key of params.yaml's `runs` mapping")
     p.add_argument("--expect", default=None, metavar="PATH", help="fail unless the warm start lands here")
     p.set_defaults(func=_cmd_warmstart)
@@ -315,7 +218,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from ragen2.evaluate import evaluate_policy, expert_success, load_run_policy
     from ragen2.fileio import write_json_atomic
 
-    _set_threads(args.threads)
+    set_threads(args.threads)
     cfg, actor, tokenizer = load_run_policy(Path(args.run_dir), args.checkpoint, cache_dir=Path(args.cache_dir))
     result = evaluate_policy(actor, tokenizer, cfg, policy=f"{args.run_dir}@{args.checkpoint}",
                              episodes=args.episodes, sampling_seeds=list(range(args.sampling_seeds)),
@@ -332,7 +235,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("evaluate", help="re-score a run's policy on many paired validation seeds",
-                       parents=_with("cache", "threads"))
+                       parents=with_options("cache", "threads"))
     p.add_argument("run_dir", help="a run directory (config.json, checkpoints/)")
     p.add_argument("--checkpoint", default="latest", help="latest (default), initial (the warm start) or a kept step")
     p.add_argument("--episodes", type=int, default=512, help="env seeds from the run's val_seed on (default: 512)")
@@ -416,7 +319,7 @@ def _cmd_claims(args: argparse.Namespace) -> int:
 def _add_claims(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("claims", help="merge paper_figures/claims_<section>.csv into claims.csv, each claim gated by its "
                        "preconditions (paper_figures/table_preconditions)",
-                       parents=_with("params"))
+                       parents=with_options("params"))
     p.add_argument("--dir", default="paper_figures", help="folder of the section files (default: paper_figures)")
     p.add_argument("--realization-dir", default=None, metavar="DIR",
                    help="the second realization's notebook folders (DIR/<notebook>/claims_*.csv): every claim is also "
@@ -428,191 +331,31 @@ def _add_claims(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_claims)
 
 
-def stale_train_stages(status: dict, stage: str = "train") -> list[str]:
-    """Run ids of the ``<stage>@<run id>`` entries of ``dvc status --json`` output, in its order (``stage`` may
-    name its file: ``regime_map/dvc.yaml:train``)."""
-    return [name.split("@", 1)[1] for name in status if name.startswith(f"{stage}@")]
-
-
-def _addressed(dvc_file: str, stage: str) -> str:
-    """A stage's name as DVC addresses it from the repository root (``dvc status --json``, ``dvc commit``): bare in
-    ``dvc.yaml``, ``<file>:<stage>`` in another pipeline file."""
-    return stage if dvc_file == "dvc.yaml" else f"{dvc_file}:{stage}"
-
-
-def _train_stage(args: argparse.Namespace) -> str:
-    from ragen2.repro.realization import TRAIN_STAGE
-
-    return _addressed(args.dvc_file, TRAIN_STAGE if args.realization else "train")
-
-
-def _dvc_status(dvc: str, targets: list[str] | None = None) -> dict | int:
-    """``dvc status --json`` of ``targets`` (stage names; a ``foreach`` group's name covers its items) as a dict, or
-    dvc's exit code (its stderr printed) when it fails. A status of named stages checks only those, not their
-    upstream: for the 380 runs of the CPU profile about a minute instead of two for the whole pipeline."""
-    import subprocess
-
-    proc = subprocess.run([dvc, "status", "--json", *(targets or [])], capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        print(proc.stderr, file=sys.stderr)
-        return proc.returncode
-    return json.loads(proc.stdout or "{}")
-
-
-def _cmd_stale_runs(args: argparse.Namespace) -> int:
-    status = _dvc_status(args.dvc, [_train_stage(args)])
-    if isinstance(status, int):
-        return status
-    order = {rid: i for i, rid in enumerate(_params_run_ids(args.params))}
-    for rid in sorted(stale_train_stages(status, _train_stage(args)), key=lambda r: order.get(r, len(order))):
-        print(rid)
-    return 0
-
-
-def _params_run_ids(params: str) -> list[str]:
-    from ragen2.config import run_ids
-
-    return run_ids(params) if Path(params).exists() else []
-
-
-def _add_stale_runs(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("stale-runs", help="run ids whose DVC train stage is not up to date (params.yaml order)",
-                       parents=_with("params", "realization", "dvc_file"))
-    p.add_argument("--dvc", default="dvc", help="the dvc executable (default: dvc on PATH)")
-    p.set_defaults(func=_cmd_stale_runs)
-
-
-WARM_START_STAGES = ("warmstart", "warmstart_realization")
-"""The ``foreach`` stages of ``dvc.yaml`` that build warm starts, keyed by warm-start key."""
-
-
-def _cmd_build_warm_starts(args: argparse.Namespace) -> int:
-    from ragen2.config import load_config, read_params
-    from ragen2.repro.dvcstages import declared_stages, run_stages
-    from ragen2.repro.realization import read_realization
-
-    prefix = _addressed(args.dvc_file, "")
-    names = [n for n in declared_stages(args.dvc_file) if n in WARM_START_STAGES]
-    stale = _stale_stages(args.dvc, args.dvc_file, names)
-    if isinstance(stale, int):
-        return stale
-    pipeline = read_params(args.params).get("pipeline") or {}
-
-    def sft_steps(stage: str) -> float:
-        group, _, key = stage.removeprefix(prefix).partition("@")
-        second = group == "warmstart_realization"
-        entry = (pipeline.get("realization") or {}) if second else pipeline
-        run = ((entry.get("warm_starts") or {}).get(key) or {}).get("run")
-        if run is None:
-            return 0.0
-        overrides = list(read_realization(args.params).overrides) if second else []
-        return float(load_config(run, params_path=args.params, overrides=overrides).warm_start.steps)
-
-    done, failed = run_stages(stale, workers=args.workers, cost=sft_steps)
-    print(f"built and recorded {len(done)} warm start(s)" + (f"; failed: {' '.join(failed)}" if failed else ""))
-    return 1 if failed else 0
-
-
-def _add_build_warm_starts(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("build-warm-starts", help="build the stale warm-start stages on parallel workers, then "
-                       "record them in dvc.lock", parents=_with("params", "dvc_file"))
-    p.add_argument("--workers", type=int, default=2, help="stages built at once (default: 2)")
-    p.add_argument("--dvc", default="dvc", help="the dvc executable (default: dvc on PATH)")
-    p.set_defaults(func=_cmd_build_warm_starts)
-
-
-def _stale_stages(dvc: str, dvc_file: str, names: list[str]) -> list[str] | int:
-    """The stale items of the named stages of ``dvc_file`` as DVC addresses them (``dvc status`` of those stages
-    only), or dvc's exit code when it fails."""
-    prefix = _addressed(dvc_file, "")
-    status = _dvc_status(dvc, [prefix + name for name in names])
-    return status if isinstance(status, int) else [name for name in status if name.startswith(prefix)]
-
-
-def _cmd_run_stages(args: argparse.Namespace) -> int:
-    from ragen2.repro.dvcstages import declared_stages, run_stages
-
-    known = list(declared_stages(args.dvc_file))
-    for name in args.stages:
-        if name not in known:
-            raise UserError(f"stages: {name!r} is not a stage of {args.dvc_file} (have {', '.join(known)})")
-    stale = _stale_stages(args.dvc, args.dvc_file, args.stages)
-    if isinstance(stale, int):
-        return stale
-    done, failed = run_stages(stale, workers=args.workers)
-    print(f"ran and recorded {len(done)} stage(s)" + (f"; failed: {' '.join(failed)}" if failed else ""))
-    return 1 if failed else 0
-
-
-def _add_run_stages(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run-stages", help="run the stale ones of the named stages on parallel workers, then record "
-                       "them in dvc.lock", parents=_with("dvc_file"))
-    p.add_argument("stages", nargs="+", help="stage names of the pipeline file (a foreach group covers its items); "
-                   "none may depend on another's outputs")
-    p.add_argument("--workers", type=int, default=2, help="stages run at once (default: 2)")
-    p.add_argument("--dvc", default="dvc", help="the dvc executable (default: dvc on PATH)")
-    p.set_defaults(func=_cmd_run_stages)
-
-
-def _cmd_prune_lock(args: argparse.Namespace) -> int:
-    from ragen2.repro.dvcstages import prune_lock
-
-    dropped = prune_lock(args.dvc_file)
-    print(f"dropped {len(dropped)} lock entr{'y' if len(dropped) == 1 else 'ies'} of stages {args.dvc_file} no longer "
-          "defines")
-    return 0
-
-
-def _add_prune_lock(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("prune-lock", help="drop dvc.lock entries (and their .gitignore lines) of stages the pipeline "
-                       "no longer defines", parents=_with("dvc_file"))
-    p.set_defaults(func=_cmd_prune_lock)
-
-
-def _cmd_commit_runs(args: argparse.Namespace) -> int:
-    from ragen2.repro.dvcstages import commit_stages
-
-    stage = _train_stage(args)
-    done = commit_stages([f"{stage}@{rid}" for rid in args.run_ids])
-    print(f"recorded {len(done)} {stage} stage(s) in its dvc.lock")
-    return 0
-
-
-def _add_commit_runs(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("commit-runs", help="record trained runs in dvc.lock (dvc commit -f, one lock write)",
-                       parents=_with("realization", "dvc_file"))
-    p.add_argument("run_ids", nargs="+", help="run ids of params.yaml whose train stage to record")
-    p.set_defaults(func=_cmd_commit_runs)
-
-
-def _pin_kernels() -> None:
-    """Pin the math kernels (:mod:`ragen2.kernels`) before any command imports torch."""
-    from ragen2 import kernels
-
-    try:
-        kernels.pin()
-    except ValueError as e:
-        raise UserError(str(e)) from None
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ragen2", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_add_train, _add_train_runs, _add_grad_analysis, _add_audit, _add_profile, _add_warmstart, _add_claims,
-                _add_evaluate, _add_gains, _add_stale_runs, _add_commit_runs, _add_build_warm_starts, _add_run_stages,
-                _add_prune_lock):
+    for add in (_add_train, _add_grad_analysis, _add_audit, _add_profile, _add_warmstart, _add_claims, _add_evaluate,
+                _add_gains):
         add(sub)
     return parser
+
+
+MOVED = ("train-runs", "stale-runs", "commit-runs", "build-warm-starts", "run-stages", "prune-lock")
+"""The pipeline's plumbing commands, which live under ``python -m ragen2.repro``."""
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run a command; a user error (bad key, value, run id or path) is one line on stderr and exit status 2."""
     for key, value in OFFLINE_ENV.items():
         os.environ.setdefault(key, value)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in MOVED:
+        print(f"ragen2: error: {argv[0]} is a pipeline command: python -m ragen2.repro {argv[0]} ...", file=sys.stderr)
+        return 2
     args = build_parser().parse_args(argv)
     show_progress()  # warm-start steps, resume, evaluation: ragen2's INFO lines on stderr
     try:
-        _pin_kernels()
+        pin_kernels()
         return args.func(args)
     except UserError as e:
         print(f"ragen2 {args.command}: error: {' '.join(str(e).split())}", file=sys.stderr)

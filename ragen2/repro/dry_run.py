@@ -278,7 +278,7 @@ def run_pipeline(root: str | Path, *, workers: int = 2, log=print) -> dict[str, 
 
     ``dvc init --no-scm``, then the warm starts of both realizations (``dvc repro warmstart
     warmstart_realization``), the stale runs of each on ``workers`` processes of one torch thread (``python -m
-    ragen2 train-runs [--realization]``) recorded with ``commit-runs``, then ``dvc repro`` (the data stage, the
+    ragen2.repro train-runs [--realization]``) recorded with ``commit-runs``, then ``dvc repro`` (the data stage, the
     notebook inputs, the eight notebooks and the realization check's seven, the claims). ``dvc`` and the
     Python that runs this are taken from this interpreter's environment.
 
@@ -292,7 +292,7 @@ def run_pipeline(root: str | Path, *, workers: int = 2, log=print) -> dict[str, 
 
     root = Path(root)
     env = {**os.environ, **OFFLINE_ENV, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    python = [sys.executable, "-m", "ragen2"]
+    python = [sys.executable, "-m", "ragen2.repro"]
 
     def step(cmd: list[str], capture: bool = False) -> str:
         done = subprocess.run(cmd, cwd=root, env=env, check=True, text=True,

@@ -35,7 +35,7 @@ found to learn (the learning screen, :mod:`ragen2.repro.learning_screen`; design
 
 Parallelism: DVC 3.67's ``dvc repro`` has no ``-j``; ``make repro`` trains the stale runs on two worker
 processes (one torch thread each, dearest first: :mod:`ragen2.repro.runqueue`) and records them with
-``python -m ragen2 commit-runs``; :func:`estimate` assumes that.
+``python -m ragen2.repro commit-runs``; :func:`estimate` assumes that.
 
 **smoke**: the same studies with tiny everything (2 training steps, 1-2 seeds, 4 x 3 rollouts of 48
 tokens, a 100-step warm start on 128 episodes: the least after which the tiny policy closes its
@@ -123,7 +123,7 @@ S_PER_NOTEBOOK = 40.0
 """Seconds per executed notebook on one worker (kernel start, imports, the prompt-level rollouts of notebooks 04/07):
 the eight notebooks, the realization check's seven and the claims stage took 10.1 minutes one after another in a
 fresh clone's ``make repro`` on 2026-12-02, about 40 s a notebook (notebook 04 with its prompt tables: about a
-minute). ``make repro`` runs the notebooks ``WORKERS`` at a time (``python -m ragen2 run-stages``), the claims
+minute). ``make repro`` runs the notebooks ``WORKERS`` at a time (``python -m ragen2.repro run-stages``), the claims
 stage after them."""
 WORKERS = 2
 """Parallel training processes (one per core)."""

@@ -1,6 +1,6 @@
 """Train many runs of ``params.yaml`` as Ray tasks, dearest run first: on a laptop, on one GPU box or on a cluster.
 
-``make repro`` trains the stale runs with it (``python -m ragen2 train-runs``); so does a cluster
+``make repro`` trains the stale runs with it (``python -m ragen2.repro train-runs``); so does a cluster
 (``train-runs --address auto``, docs/cluster.md). Each run is one Ray task asking for the resources its profile
 needs: ``threads`` CPUs (one on the CPU profile) and, where its policy runs on a GPU, one GPU (``gpus_per_run``),
 so two 3B runs never share a device. Without ``address`` the command starts a local Ray of ``workers x threads``
