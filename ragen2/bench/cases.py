@@ -350,7 +350,7 @@ def bench_update_shared_prefix(ctx: BenchContext, shape: Shape, *, reps: int, wa
     """
     from ragen2.trainer.actor import forward_logprobs, update_actor
     from ragen2.trainer.critic import update_critic
-    from ragen2.trainer.pipeline import loss_settings, mini_batch_rows, prepare_update_batch
+    from ragen2.trainer.update_data import loss_settings, mini_batch_rows, prepare_update_batch
 
     cfg = run_config(shape, micro_batch_size=16)
     stepper = Ragen2Stepper(cfg, ctx.policy_path)

@@ -188,7 +188,8 @@ class StepFloor:
 
     def __init__(self, cfg: RunConfig, init_policy: Path):
         from ragen2.rollout import collect_rollouts
-        from ragen2.trainer.pipeline import build_models, stream_seed, train_seeds
+        from ragen2.trainer.models import build_models
+        from ragen2.trainer.seeds import stream_seed, train_seeds
 
         self.models = build_models(cfg, init_policy)
         rc = cfg.rollout

@@ -12,7 +12,7 @@ it shows as out of memory):
    ``response_tokens`` new tokens for every row from its group's synthetic prompt;
 2. update batch: multi-turn rows (prompt, then ``turns`` responses with untrained observation tokens between;
    the later turns reuse the generated tokens), random group-varying scores,
-   :func:`ragen2.trainer.batch.build_batch`, :func:`ragen2.trainer.pipeline.attach_update_targets` (old
+   :func:`ragen2.trainer.batch.build_batch`, :func:`ragen2.trainer.update_data.attach_update_targets` (old
    log-probs, values, GAE or group advantages);
 3. :func:`ragen2.trainer.critic.update_critic` (PPO) and :func:`ragen2.trainer.actor.update_actor`.
 
@@ -51,8 +51,9 @@ from ragen2.trainer.actor import update_actor
 from ragen2.trainer.algos import get_preset
 from ragen2.trainer.batch import build_batch
 from ragen2.trainer.critic import ValueModel, update_critic
-from ragen2.trainer.pipeline import Models, attach_update_targets, trainer_loss_settings
+from ragen2.trainer.models import Models
 from ragen2.trainer.precision import autocast
+from ragen2.trainer.update_data import attach_update_targets, trainer_loss_settings
 
 SHAPES = {
     "paper": BatchShape(generate_turns=1),

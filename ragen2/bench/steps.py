@@ -32,14 +32,9 @@ from ragen2.trainer.actor import update_actor
 from ragen2.trainer.algos import get_preset
 from ragen2.trainer.critic import update_critic
 from ragen2.trainer.dynamic_sampling import dynamic_sampling
-from ragen2.trainer.pipeline import (
-    build_models,
-    loss_settings,
-    mini_batch_rows,
-    prepare_update_batch,
-    stream_seed,
-    train_seeds,
-)
+from ragen2.trainer.models import build_models
+from ragen2.trainer.seeds import stream_seed, train_seeds
+from ragen2.trainer.update_data import loss_settings, mini_batch_rows, prepare_update_batch
 
 
 @dataclass

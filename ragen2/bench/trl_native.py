@@ -108,7 +108,7 @@ def bench_grpo_step_vs_trl_native(cfg: RunConfig, policy_path: Path, *, reps: in
     """TRL's GRPO step seconds over ragen2's (rollout + update), per repetition, interleaved."""
     from ragen2.bench.steps import Ragen2Stepper, run_trl_interleaved
     from ragen2.bench.timing import Comparison, Sample
-    from ragen2.trainer.pipeline import rollout_metrics
+    from ragen2.trainer.update_data import rollout_metrics
 
     cfg = native_run_config(cfg)
     stepper = Ragen2Stepper(cfg, policy_path)

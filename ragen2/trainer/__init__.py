@@ -8,8 +8,9 @@
 - :mod:`~ragen2.trainer.actor`, :mod:`~ragen2.trainer.critic`: forward passes and updates;
 - :mod:`~ragen2.trainer.precision` (float32 masters, autocast, fp16 loss scaling); the optimiser step, the ragged
   forward and activation checkpointing are model-level pieces the warm start and rollouts share (:mod:`ragen2.model`);
-- :mod:`~ragen2.trainer.batch`: padded training tensors; :mod:`~ragen2.trainer.pipeline`: shared
-  step pieces (seeds, models, batch preparation);
+- :mod:`~ragen2.trainer.batch`: padded training tensors; :mod:`~ragen2.trainer.update_data`: a step's update batch
+  with its targets; :mod:`~ragen2.trainer.models`: actor, reference and critic; :mod:`~ragen2.trainer.seeds`: the
+  run's random streams;
 - :mod:`~ragen2.trainer.grad_analysis`: RV-bucketed gradient norms (docs/method.md §6.5);
 - :mod:`~ragen2.trainer.early_stop`, :mod:`~ragen2.trainer.checkpoint`, :mod:`~ragen2.trainer.runlog`.
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from ragen2.config import RunConfig
 from ragen2.rollout.types import RolloutBatch
 from ragen2.trainer.algos import dynamic_sampling_keep, get_preset
-from ragen2.trainer.pipeline import stream_seed
+from ragen2.trainer.seeds import stream_seed
 
 REFILL_SEED_OFFSET = 1_000_000
 """Refill env seeds start at ``rollout.train_seed + REFILL_SEED_OFFSET``, away from the training seeds."""

@@ -188,13 +188,9 @@ def analyze_checkpoint(run_dir: Path, *, env_groups: int | None = None, group_si
     from ragen2.trainer.algos import get_preset
     from ragen2.trainer.checkpoint import load_checkpoint
     from ragen2.trainer.dynamic_sampling import dynamic_sampling
-    from ragen2.trainer.pipeline import (
-        build_models,
-        loss_settings,
-        prepare_update_batch,
-        stream_seed,
-        train_seeds,
-    )
+    from ragen2.trainer.models import build_models
+    from ragen2.trainer.seeds import stream_seed, train_seeds
+    from ragen2.trainer.update_data import loss_settings, prepare_update_batch
     from ragen2.warmstart import initial_policy
 
     run_dir = Path(run_dir)

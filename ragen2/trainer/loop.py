@@ -79,22 +79,13 @@ from ragen2.trainer.checkpoint import (
 from ragen2.trainer.critic import update_critic
 from ragen2.trainer.dynamic_sampling import dynamic_sampling
 from ragen2.trainer.grad_analysis import append_table, grad_analysis, table_metrics
-from ragen2.trainer.pipeline import (
-    build_models,
-    loss_settings,
-    mini_batch_rows,
-    prepare_update_batch,
-    rollout_metrics,
-    run_precision,
-    seed_everything,
-    stream_seed,
-    train_seeds,
-    val_seeds,
-)
+from ragen2.trainer.models import build_models, run_precision
 from ragen2.trainer.precision import autocast, model_device
 from ragen2.trainer.runlog import RunLogger, resolve_report_to
+from ragen2.trainer.seeds import seed_everything, stream_seed, train_seeds, val_seeds
 from ragen2.trainer.state import TrainingState
 from ragen2.trainer.timing import PhaseTimer
+from ragen2.trainer.update_data import loss_settings, mini_batch_rows, prepare_update_batch, rollout_metrics
 
 TIMED_PHASES = ("rollout", "update", "diagnostics", "grad_analysis", "validation")
 log = logging.getLogger(__name__)

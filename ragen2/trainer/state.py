@@ -17,8 +17,9 @@ from ragen2.config import RunConfig
 from ragen2.model.optim import adamw
 from ragen2.trainer.checkpoint import rng_state, set_rng_state
 from ragen2.trainer.early_stop import EarlyStopper
-from ragen2.trainer.pipeline import Models, stream_seed
+from ragen2.trainer.models import Models
 from ragen2.trainer.precision import grad_scaler
+from ragen2.trainer.seeds import stream_seed
 
 
 @dataclass

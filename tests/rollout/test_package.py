@@ -24,6 +24,6 @@ def test_public_names_still_import_from_the_package():
 def test_trainer_and_backends_import_without_the_environments():
     code = ("import sys\n"
             "sys.modules['gymnasium'] = None  # importing it would fail\n"
-            "import ragen2.trainer.pipeline, ragen2.trainer.actor, ragen2.rollout.backends, ragen2.bench.gpu_check\n"
+            "import ragen2.trainer.update_data, ragen2.trainer.actor, ragen2.rollout.backends, ragen2.bench.gpu_check\n"
             "assert 'ragen2.envs' not in sys.modules and 'ragen2.rollout.collect' not in sys.modules\n")
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, timeout=120)

@@ -5,7 +5,7 @@ import pytest
 from ragen2.config import RunConfig, apply_overrides
 from ragen2.rollout.types import RolloutBatch, Trajectory
 from ragen2.trainer.dynamic_sampling import REFILL_SEED_OFFSET, dynamic_sampling, refill_groups, refill_seeds
-from ragen2.trainer.pipeline import train_seeds
+from ragen2.trainer.seeds import train_seeds
 
 
 def _batch(rows: list[list[float]], seed0: int = 0) -> RolloutBatch:

@@ -7,7 +7,7 @@ import torch
 from ragen2.config import ConfigError, RunConfig, TrainerConfig, apply_overrides
 from ragen2.model.optim import adamw, clip_and_step
 from ragen2.trainer.actor import compute_logprobs, update_actor
-from ragen2.trainer.pipeline import run_precision
+from ragen2.trainer.models import run_precision
 from ragen2.trainer.precision import autocast, grad_scaler, resolve_precision
 from tests.trainer._tiny import grpo_batch, settings, tiny_lm
 

@@ -1,4 +1,4 @@
-"""Step building blocks: seeds, batch preparation, mini-batch sizing."""
+"""One step's update data: batch preparation, old log-probs, mini-batch sizing, the loss normaliser."""
 
 from pathlib import Path
 from types import SimpleNamespace
@@ -10,14 +10,8 @@ from ragen2.config import RunConfig, apply_overrides
 from ragen2.rollout.types import RolloutBatch
 from ragen2.trainer.algos import get_preset
 from ragen2.trainer.critic import ValueModel
-from ragen2.trainer.pipeline import (
-    Models,
-    mini_batch_rows,
-    norm_constant,
-    prepare_update_batch,
-    stream_seed,
-    train_seeds,
-)
+from ragen2.trainer.models import Models
+from ragen2.trainer.update_data import mini_batch_rows, norm_constant, prepare_update_batch
 from tests.trainer._tiny import tiny_lm, trajectories
 
 SCORES = [[1.0, 0.0, 1.0], [0.0, 0.0, 0.0], [2.0, 2.0, 0.0]]
@@ -30,19 +24,6 @@ def _models(critic: bool = False):
 
 def _rollout():
     return RolloutBatch(trajectories(SCORES), env_groups=3, group_size=3)
-
-
-def test_train_seeds_follow_the_spec():
-    cfg = apply_overrides(RunConfig(), ["rollout.env_groups=4", "rollout.train_seed=100"])
-    assert train_seeds(cfg, 1) == [100, 101, 102, 103]
-    assert train_seeds(cfg, 3) == [108, 109, 110, 111]
-
-
-def test_stream_seeds_differ_by_purpose_step_and_seed():
-    seeds = {stream_seed(0, "rollout", 1), stream_seed(0, "rollout", 2), stream_seed(0, "collapse", 1),
-             stream_seed(1, "rollout", 1)}
-    assert len(seeds) == 4 and all(0 <= s < 2**63 for s in seeds)
-    assert stream_seed(5, "x", 3) == stream_seed(5, "x", 3)
 
 
 @pytest.mark.parametrize("kept_only,rows,task_rows", [(False, 9, 6), (True, 6, 6)])
@@ -98,7 +79,7 @@ def _with_behaviour(model, trajs, known_rows, temperature=1.0, shift=0.0):
 
 def test_old_logprobs_take_the_sampling_logprobs_and_recompute_the_other_rows():
     from ragen2.trainer.batch import build_batch
-    from ragen2.trainer.pipeline import old_logprobs
+    from ragen2.trainer.update_data import old_logprobs
 
     model, trajs = tiny_lm(), trajectories(SCORES)
     logp, ent = _with_behaviour(model, trajs, known_rows=[0, 1, 4, 8], shift=0.5)

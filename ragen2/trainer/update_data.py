@@ -1,111 +1,21 @@
-"""Building blocks of a training step that the loop, the gradient analysis and tests share.
-
-- seeding: :func:`seed_everything`, :func:`stream_seed` (independent, step-indexed random streams, so
-  a resumed run draws exactly what an uninterrupted one would);
-- models: :func:`build_models` (actor, reference, critic from the policy RL starts from:
-  :func:`ragen2.warmstart.initial_policy`; float32 masters, activation checkpointing) and
-  :func:`run_precision`;
-- data: :func:`rollout_metrics`, :func:`prepare_update_batch` (tensors; old/ref log-probs, values and
-  advantages by :func:`attach_update_targets`) and :func:`loss_settings`.
-"""
+"""One step's update data: rollout statistics, the padded update batch with its old log-probs, values and advantages
+(:func:`prepare_update_batch`, :func:`attach_update_targets`) and the loss settings of the actor update."""
 
 from __future__ import annotations
-
-import random
-import zlib
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 
 from ragen2.config import RunConfig, TrainerConfig
-from ragen2.model import activation_checkpointing
 from ragen2.rollout.types import RolloutBatch
 from ragen2.trainer.actor import LossSettings, compute_logprobs
 from ragen2.trainer.advantages import compute_gae, grpo_advantages, whiten
-from ragen2.trainer.algos import AlgoPreset, get_preset, resolve_agg_mode
+from ragen2.trainer.algos import AlgoPreset, resolve_agg_mode
 from ragen2.trainer.batch import UpdateBatch, build_batch
-from ragen2.trainer.critic import ValueModel, compute_values
-from ragen2.trainer.precision import resolve_precision
+from ragen2.trainer.critic import compute_values
+from ragen2.trainer.models import Models, run_precision
 
 
-# ---------------------------------------------------------------------------------------------
-# Seeding
-# ---------------------------------------------------------------------------------------------
-def seed_everything(seed: int) -> None:
-    """Seed Python, NumPy and torch (CPU and CUDA) global generators."""
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-
-
-def stream_seed(seed: int, purpose: str, step: int = 0) -> int:
-    """A 63-bit seed for one random stream (``purpose``) at one step, derived from the run seed."""
-    seq = np.random.SeedSequence([int(seed) % 2**32, zlib.crc32(purpose.encode()), int(step)])
-    return int(seq.generate_state(1, dtype=np.uint64)[0] >> np.uint64(1))
-
-
-def train_seeds(cfg: RunConfig, step: int) -> list[int]:
-    """Env seeds of training step ``step`` (1-based): ``train_seed + env_groups*(step-1) + g`` (docs/method.md §1.0)."""
-    r = cfg.rollout
-    return [r.train_seed + r.env_groups * (step - 1) + g for g in range(r.env_groups)]
-
-
-def val_seeds(cfg: RunConfig) -> list[int]:
-    """The fixed validation env seeds ``val_seed .. val_seed + val_groups - 1``."""
-    return [cfg.rollout.val_seed + g for g in range(cfg.rollout.val_groups)]
-
-
-# ---------------------------------------------------------------------------------------------
-# Models
-# ---------------------------------------------------------------------------------------------
-@dataclass
-class Models:
-    actor: torch.nn.Module
-    tokenizer: Any
-    reference: torch.nn.Module | None
-    critic: ValueModel | None
-    init_path: Path
-
-
-def build_models(cfg: RunConfig, init_path: Path) -> Models:
-    """Actor, tokenizer, frozen reference (only if ``kl_coef > 0``) and critic (only for GAE).
-
-    The trained models (actor, critic) are float32 master weights whatever ``policy.dtype`` says
-    (:mod:`ragen2.trainer.precision`), with activation checkpointing if ``trainer.gradient_checkpointing``;
-    the frozen reference is loaded in ``policy.dtype``.
-    """
-    from ragen2.policy import load_policy
-
-    device = cfg.policy.device
-    actor, tokenizer = load_policy(init_path, dtype="float32", device=device)
-    reference = None
-    if cfg.trainer.kl_coef != 0:
-        reference, _ = load_policy(init_path, dtype=cfg.policy.dtype, device=device)
-        reference.requires_grad_(False)
-        reference.eval()
-    critic = None
-    if get_preset(cfg.trainer.algo).uses_critic:
-        backbone, _ = load_policy(init_path, dtype="float32", device=device)
-        if cfg.trainer.gradient_checkpointing:
-            activation_checkpointing.enable(backbone)
-        critic = ValueModel(backbone).to(next(backbone.parameters()).device)
-        critic.eval()  # dropout off, as for the actor; gradients still flow
-    if cfg.trainer.gradient_checkpointing:
-        activation_checkpointing.enable(actor)
-    return Models(actor, tokenizer, reference, critic, Path(init_path))
-
-
-def run_precision(cfg: RunConfig) -> str:
-    """The run's compute precision, ``fp32`` | ``bf16`` | ``fp16`` (``trainer.precision`` with ``auto`` resolved)."""
-    return resolve_precision(cfg.trainer.precision, cfg.policy.dtype)
-
-
-# ---------------------------------------------------------------------------------------------
-# Per-step data
-# ---------------------------------------------------------------------------------------------
 def rollout_metrics(batch: RolloutBatch, prefix: str = "rollout") -> dict[str, float]:
     """Score, success and length statistics of a rollout batch (``<prefix>/...``)."""
     scores = batch.scores
