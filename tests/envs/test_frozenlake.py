@@ -232,23 +232,6 @@ def test_expert_names_the_hole_it_avoids():
 
 
 # -- API details ------------------------------------------------------------------------------------
-@pytest.mark.parametrize(
-    "kwargs, bad",
-    [
-        ({"success_rate": 1.5}, "1.5"),
-        ({"success_rate": -0.1}, "-0.1"),
-        ({"success_rate": "high"}, "high"),
-        ({"p": 0.0}, "0.0"),
-        ({"size": 1}, "1"),
-        ({"max_steps": 0}, "0"),
-    ],
-)
-def test_bad_arguments_name_the_value(kwargs, bad):
-    with pytest.raises(ValueError, match=re.escape(bad)):
-        FrozenLakeEnv(**kwargs)
-
-
-
 def test_class_attributes_and_registry():
     assert FrozenLakeEnv.action_names == ("Left", "Down", "Right", "Up")
     assert "<answer>Left || Up || Up</answer>" in FrozenLakeEnv.instruction

@@ -164,25 +164,6 @@ def test_expert_solves_every_seed_with_grounded_reasoning():
 # -- arguments -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("kwargs", "bad"),
-    [
-        ({"difficulty": 4}, "4"),
-        ({"difficulty": "hard"}, "hard"),
-        ({"difficulty": True}, "True"),
-        ({"max_attempts": 0}, "0"),
-        ({"max_attempts": "5"}, "'5'"),
-        ({"max_attempts": True}, "True"),
-        ({"data_path": 3}, "3"),
-        ({"render_mode": "human"}, "human"),
-    ],
-)
-def test_bad_arguments_name_the_value(kwargs, bad):
-    with pytest.raises(ValueError, match=re.escape(bad)):
-        MetaMathQAEnv(**kwargs)
-
-
-
 def test_bad_reset_index_names_the_value():
     env = MetaMathQAEnv(difficulty=1)
     with pytest.raises(ValueError, match="1000"):

@@ -2,8 +2,9 @@
 
 For each registered environment: Gymnasium's env checker, same seed -> same trajectory, deep-copy
 branches, at least 1,000 random and hostile action strings (hypothesis) without an exception, the
-docstring headings, the Gymnasium id, the expert's success rate, keyword-only arguments, and a reset that
-reads no file (data sets are loaded once per process, not per episode).
+docstring headings, the Gymnasium id, the expert's success rate, keyword-only arguments, a reset that
+reads no file (data sets are loaded once per process, not per episode), and bad constructor arguments answered by a
+one-line ValueError naming the key and the value (:data:`BAD_ARGUMENTS`, a table with rows for every environment).
 """
 
 from __future__ import annotations
@@ -45,6 +46,33 @@ ACTIONS = st.one_of(
     st.sampled_from(["Up", "Down", "Left", "Right", "up", " LEFT ", "search[x]", "finish[x]", "click[x]"]),
     st.binary(max_size=30).map(lambda b: b.decode("latin-1")),
 )
+
+
+BAD_ARGUMENTS: dict[str, list[tuple[dict, str]]] = {
+    "bandit": [({"split": "val"}, "'val'")],
+    "countdown": [({"num_problems": 0}, "0"), ({"num_problems": "10"}, "'10'"), ({"data_seed": -1}, "-1"),
+                  ({"require_all_numbers": "yes"}, "'yes'"), ({"max_expression_length": 0}, "0"),
+                  ({"data_path": 123}, "123"), ({"render_mode": "human"}, "'human'")],
+    "deepcoder": [({"difficulty": 4}, "4"), ({"family": "poetry"}, "poetry"), ({"time_limit_s": -1}, "-1"),
+                  ({"memory_mb": 1.5}, "1.5"), ({"backend": "docker"}, "docker"), ({"cache_results": "yes"}, "yes"),
+                  ({"data_path": 3}, "3")],
+    "frozenlake": [({"success_rate": 1.5}, "1.5"), ({"success_rate": -0.1}, "-0.1"),
+                   ({"success_rate": "high"}, "high"), ({"p": 0.0}, "0.0"), ({"size": 1}, "1"), ({"max_steps": 0}, "0")],
+    "metamathqa": [({"difficulty": 4}, "4"), ({"difficulty": "hard"}, "hard"), ({"difficulty": True}, "True"),
+                   ({"max_attempts": 0}, "0"), ({"max_attempts": "5"}, "'5'"), ({"max_attempts": True}, "True"),
+                   ({"data_path": 3}, "3"), ({"render_mode": "human"}, "human")],
+    "searchqa": [({"hops": 3}, "3"), ({"hops": "many"}, "many"), ({"top_k": 0}, "0"), ({"top_k": 2.5}, "2.5"),
+                 ({"max_steps": -1}, "-1"), ({"max_questions": True}, "True"),
+                 ({"data_path": "q.parquet"}, "None"),  # data_path without corpus_path
+                 ({"corpus_path": 5}, "5")],
+    "sokoban": [({"dim_x": 2}, "2"), ({"dim_y": 0}, "0"), ({"num_boxes": 0}, "0"),
+                ({"num_boxes": 3, "dim_x": 4, "dim_y": 4}, "num_boxes=3"), ({"max_steps": -5}, "-5"),
+                ({"search_depth": 1.5}, "1.5")],
+    "webshop": [({"split": "dev"}, "dev"), ({"max_steps": 0}, "0"), ({"binary_reward": 1}, "1"),
+                ({"num_products": 3}, "3"), ({"num_products": "many"}, "many"), ({"catalog_seed": -1}, "-1"),
+                ({"data_path": 5}, "5")],
+}
+"""Per environment: constructor arguments that must be refused, and the text naming the bad value."""
 
 
 def _make(name: str, **kw) -> envs.TextEnv:
@@ -225,3 +253,15 @@ def test_reset_reads_no_file(name, monkeypatch):
         monkeypatch.setattr(module, attr, refuse)
     for seed in range(1, 51):
         env.reset(seed=seed)
+
+
+def test_every_environment_has_bad_arguments_in_the_table():
+    assert sorted(BAD_ARGUMENTS) == ALL_ENVS
+
+
+@pytest.mark.parametrize("name, kwargs, bad", [(n, kw, bad) for n in ALL_ENVS for kw, bad in BAD_ARGUMENTS.get(n, [])])
+def test_bad_arguments_are_one_line_naming_the_key_and_the_value(name, kwargs, bad):
+    with pytest.raises(ValueError) as err:
+        envs.make(name, **kwargs)
+    message = str(err.value)
+    assert bad in message and next(iter(kwargs)) in message and "\n" not in message, message

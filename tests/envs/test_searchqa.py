@@ -292,24 +292,6 @@ def test_deepcopy_is_independent_and_shares_the_index():
 # -- arguments -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("kwargs", "bad"),
-    [
-        ({"hops": 3}, "3"),
-        ({"hops": "many"}, "many"),
-        ({"top_k": 0}, "0"),
-        ({"top_k": 2.5}, "2.5"),
-        ({"max_steps": -1}, "-1"),
-        ({"max_questions": True}, "True"),
-        ({"data_path": "q.parquet"}, "None"),  # data_path without corpus_path
-        ({"corpus_path": 5}, "5"),
-    ],
-)
-def test_bad_arguments_name_the_value(kwargs, bad):
-    with pytest.raises(ValueError, match=re.escape(bad)):
-        SearchQAEnv(**kwargs)
-
-
 def test_bad_reset_index_names_the_value():
     with pytest.raises(ValueError, match="99999"):
         SearchQAEnv().reset(options={"index": 99_999})

@@ -306,23 +306,6 @@ def test_deepcopy_branch_is_independent(env):
     assert env.plan() is not None
 
 
-@pytest.mark.parametrize(
-    "kwargs, bad",
-    [
-        ({"dim_x": 2}, "2"),
-        ({"dim_y": 0}, "0"),
-        ({"num_boxes": 0}, "0"),
-        ({"num_boxes": 3, "dim_x": 4, "dim_y": 4}, "num_boxes=3"),
-        ({"max_steps": -5}, "-5"),
-        ({"search_depth": 1.5}, "1.5"),
-    ],
-)
-def test_bad_arguments_name_the_value(kwargs, bad):
-    with pytest.raises(ValueError, match=re.escape(bad)):
-        SokobanEnv(**kwargs)
-
-
-
 def test_class_attributes_and_registry():
     assert SokobanEnv.action_names == ("Up", "Down", "Left", "Right")
     assert "<answer>Right || Right || Up</answer>" in SokobanEnv.instruction
