@@ -7,8 +7,10 @@ and oneDNN on their AVX2 kernels and MKL on its vendor-neutral branch (``MKL_CBW
 AVX2 branch on Intel CPUs only), which makes one seed give the same bits on any x86-64 CPU with AVX2 (nearly every
 server and laptop of the last decade), Intel or AMD, with or without AVX-512. MKL's vendor-neutral branch is the
 slow part: about twice the time of a CPU-profile training step (``python -m ragen2.bench.ab --kernels``). One MKL
-path stays vendor-dependent under the pin, the square root of large tensors, so the trainer's AdamW uses torch's
-fused kernel (:func:`ragen2.model.optim.adamw`).
+path stays vendor-dependent under the pin: ``torch.sqrt`` on a CPU goes through MKL's vector maths, which is not
+correctly rounded and whose last bit differs between Intel and AMD CPUs, already for a tensor of eight elements. So
+the trainer's AdamW uses torch's fused kernel (:func:`ragen2.model.optim.adamw`) and every other square root on the
+training path is :func:`exact_sqrt`.
 
 The pin is three environment variables, read once per process when each library first runs, so :func:`pin` must
 run before torch is imported: the command-line entry points (``python -m ragen2``, ``python -m ragen2.repro...``,
@@ -43,6 +45,18 @@ _requested = False
 """Whether this process asked for the pin (:func:`pin`), as every entry point of the package does."""
 FLAGS = ("avx2", "avx512f", "amx_tile", "amx_bf16", "amx_int8")
 """The ``/proc/cpuinfo`` flags that decide which kernels the libraries would pick by themselves."""
+
+
+def exact_sqrt(x):
+    """The correctly rounded square root of a tensor, the same bits on every CPU (see the module docstring): on a CPU
+    through numpy's IEEE square root (the hardware instruction), elsewhere ``torch.sqrt`` (CUDA's is correctly
+    rounded). Not differentiable: for statistics such as a group's standard deviation."""
+    import numpy as np
+    import torch
+
+    if x.device.type != "cpu":
+        return torch.sqrt(x)
+    return torch.from_numpy(np.asarray(np.sqrt(x.detach().numpy())))
 
 
 def cpu_model() -> str:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import torch
 
+from ragen2.kernels import exact_sqrt
+
 
 def compute_gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
                 gamma: float, lam: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -106,7 +108,7 @@ def grpo_advantages(scores: torch.Tensor, group_ids: torch.Tensor, norm_by_std: 
     counts_f = counts.to(torch.float32)
     means = sums / counts_f
     sq = torch.zeros_like(sums).index_add_(0, inverse, (scores - means[inverse]) ** 2)
-    stds = torch.sqrt(sq / (counts_f - 1).clamp_min(1.0))
+    stds = exact_sqrt(sq / (counts_f - 1).clamp_min(1.0))  # torch.sqrt's last bit depends on the CPU vendor
     single = counts == 1
     means = torch.where(single, torch.zeros_like(means), means)
     stds = torch.where(single, torch.ones_like(stds), stds)

@@ -7,6 +7,7 @@ import numpy as np
 import torch
 
 from ragen2.config import RunConfig, TrainerConfig
+from ragen2.kernels import exact_sqrt
 from ragen2.rollout.types import RolloutBatch
 from ragen2.trainer.actor import LossSettings, compute_logprobs
 from ragen2.trainer.advantages import compute_gae, grpo_advantages, whiten
@@ -92,7 +93,7 @@ def prepare_update_batch(models: Models, rollout: RolloutBatch, kept_groups: lis
     metrics = {
         "actor/entropy_old": float((entropy * batch.loss_mask).sum() / batch.loss_mask.sum().clamp_min(1.0)),
         "adv/mean": float(adv_mean),
-        "adv/std": float(torch.sqrt((((batch.advantages - adv_mean) ** 2) * mask).sum() / n)),
+        "adv/std": float(exact_sqrt((((batch.advantages - adv_mean) ** 2) * mask).sum() / n)),
         "adv/abs_max": float((batch.advantages.abs() * mask).max()),
         "train/batch_rows": float(len(batch)),
         "train/task_rows": float(sum(weights)),
