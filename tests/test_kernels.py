@@ -116,3 +116,27 @@ def test_cpu_model_and_flags_read_proc_cpuinfo_or_fall_back(monkeypatch, tmp_pat
     monkeypatch.setattr(platform, "processor", lambda: "")
     assert kernels.cpu_model() == platform.machine()
     assert not any(kernels.cpu_flags().values())
+
+
+def test_exact_sqrt_is_the_ieee_square_root_where_torch_sqrt_need_not_be():
+    import numpy as np
+    import torch
+
+    x = torch.rand(4096, generator=torch.Generator().manual_seed(0)) * 10
+    for values in (x, x.double(), x[7]):
+        got = kernels.exact_sqrt(values)
+        assert got.dtype == values.dtype and got.shape == values.shape
+        assert np.array_equal(got.numpy(), np.sqrt(values.numpy()))  # the hardware's correctly rounded result
+
+
+def test_no_vendor_dependent_square_root_on_the_training_path():
+    """torch.sqrt on a CPU is MKL's vector maths (last bit by CPU vendor): the training path uses exact_sqrt."""
+    import re
+    from pathlib import Path
+
+    package = Path(kernels.__file__).parent
+    paths = [*package.glob("trainer/*.py"), *package.glob("model/*.py"), *package.glob("rollout/*.py"),
+             package / "filter.py", package / "warmstart.py"]
+    found = [f"{p.relative_to(package)}:{i}" for p in paths for i, line in enumerate(p.read_text().splitlines(), 1)
+             if re.search(r"torch\.sqrt\(|\.sqrt\(\)", line) and not line.lstrip().startswith("#")]
+    assert not found, found

@@ -98,3 +98,20 @@ def test_grpo_interleaved_groups_equal_contiguous():
     a = grpo_advantages(scores, torch.tensor([0, 1, 0, 1]))
     b = grpo_advantages(scores[[0, 2, 1, 3]], torch.tensor([0, 0, 1, 1]))
     torch.testing.assert_close(a[[0, 2, 1, 3]], b)
+
+
+def test_grpo_std_is_correctly_rounded_so_every_cpu_gives_the_same_bits():
+    """A thousand groups of 16 scores: the advantages equal a float32 numpy computation with the IEEE square root
+    (torch.sqrt on a CPU rounds its last bit by CPU vendor, and would miss here on Intel and AMD alike)."""
+    import numpy as np
+
+    g = torch.Generator().manual_seed(3)
+    scores = torch.rand(16_000, generator=g) * 3
+    ids = torch.arange(1000).repeat_interleave(16)
+    got = grpo_advantages(scores, ids).numpy()
+    s = scores.numpy().reshape(1000, 16)
+    means = torch.zeros(1000).index_add_(0, ids, scores).numpy() / np.float32(16)  # the same summation order
+    sq = torch.zeros(1000).index_add_(0, ids, (scores - torch.from_numpy(means)[ids]) ** 2).numpy()
+    stds = np.sqrt(sq / np.float32(15))
+    want = (s - means[:, None]) / (stds[:, None] + np.float32(1e-6))
+    assert np.array_equal(got, want.reshape(-1))
