@@ -78,6 +78,10 @@ def _defined_in(study: str, params: str | Path | None) -> tuple[str | None, int]
     return (data.get("pipeline") or {}).get("profile"), len(runs)
 
 
+SMOKE_DIR = "/tmp/ragen2-smoke"
+"""Where ``make smoke`` builds and runs its scratch copy (the Makefile's ``SMOKE_DIR``; a test keeps them equal)."""
+
+
 def _profiles_with(study: str) -> list[str]:
     from ragen2.repro.profiles import PROFILE_NAMES, profile_run_ids
     from ragen2.repro.run_ids import parse_run_id
@@ -102,7 +106,10 @@ def study_note(notebook: str, missing: Sequence[str], runs_root: str | Path, par
     claim = NOTEBOOK_CLAIMS.get(notebook)
     outcome = (f"claim {claim} is written as untested" if claim else "no claim is affected")
     return (f"**Study missing.** No run under `{Path(runs_root).name}/` belongs to {'; '.join(parts)}. "
-            f"The rest of this notebook is skipped: its figures and tables are placeholders and {outcome}.")
+            f"The rest of this notebook is skipped: its figures and tables are placeholders and {outcome}. "
+            f"To see it run on tiny runs in minutes: `make smoke`, then start JupyterLab in its scratch copy "
+            f"(`cd {SMOKE_DIR} && jupyter lab`) and open this notebook there. The executed copies of the committed "
+            f"results are in `docs/notebooks/`.")
 
 
 def placeholder_figure(text: str):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -45,6 +46,12 @@ def test_the_note_says_what_would_produce_the_study(tmp_path):
     assert "profile `custom` does not define it; `smoke`, `paper` do" in undefined
     no_params = study_note("01_template_collapse", ("mech",), tmp_path / "runs", None)
     assert "no `params.yaml` defines it here" in no_params and "no claim is affected" in no_params
+    # where a learner goes next: the smoke copy (the Makefile's own folder) or the published notebooks
+    from ragen2.repro.missing import SMOKE_DIR
+
+    makefile = (Path(__file__).resolve().parents[2] / "Makefile").read_text()
+    assert f"SMOKE_DIR ?= {SMOKE_DIR}\n" in makefile
+    assert f"`cd {SMOKE_DIR} && jupyter lab`" in no_params and "`docs/notebooks/`" in no_params
 
 
 @pytest.mark.parametrize("notebook", list(NOTEBOOK_STUDIES))
