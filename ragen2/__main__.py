@@ -35,19 +35,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
 from ragen2.cli_options import (
-    OFFLINE_ENV,
-    pin_kernels,
+    run_command,
     run_overrides,
     set_threads,
     with_options,
 )
 from ragen2.errors import UserError
-from ragen2.progress import show_progress
 
 
 def _overrides(args: argparse.Namespace) -> tuple[list[str], str]:
@@ -346,20 +343,11 @@ MOVED = ("train-runs", "stale-runs", "commit-runs", "build-warm-starts", "run-st
 
 def main(argv: list[str] | None = None) -> int:
     """Run a command; a user error (bad key, value, run id or path) is one line on stderr and exit status 2."""
-    for key, value in OFFLINE_ENV.items():
-        os.environ.setdefault(key, value)
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] in MOVED:
         print(f"ragen2: error: {argv[0]} is a pipeline command: python -m ragen2.repro {argv[0]} ...", file=sys.stderr)
         return 2
-    args = build_parser().parse_args(argv)
-    show_progress()  # warm-start steps, resume, evaluation: ragen2's INFO lines on stderr
-    try:
-        pin_kernels()
-        return args.func(args)
-    except UserError as e:
-        print(f"ragen2 {args.command}: error: {' '.join(str(e).split())}", file=sys.stderr)
-        return 2
+    return run_command(build_parser(), argv, "ragen2")
 
 
 if __name__ == "__main__":

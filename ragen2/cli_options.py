@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from ragen2.errors import UserError
@@ -75,3 +78,21 @@ def pin_kernels() -> None:
         kernels.pin()
     except ValueError as e:
         raise UserError(str(e)) from None
+
+
+def run_command(parser: argparse.ArgumentParser, argv: Sequence[str] | None, prog: str) -> int:
+    """Parse ``argv`` and run the chosen command offline, with the kernels pinned and ragen2's progress lines on;
+    a user error (bad key, value, run id or path) is one line on stderr, ``<prog> <command>: error: ...``, and exit
+    status 2."""
+    from ragen2.progress import show_progress
+
+    for key, value in OFFLINE_ENV.items():
+        os.environ.setdefault(key, value)
+    args = parser.parse_args(argv)
+    show_progress()  # warm-start steps, resume, evaluation: ragen2's INFO lines on stderr
+    try:
+        pin_kernels()
+        return args.func(args)
+    except UserError as e:
+        print(f"{prog} {args.command}: error: {' '.join(str(e).split())}", file=sys.stderr)
+        return 2

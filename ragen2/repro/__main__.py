@@ -25,13 +25,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
-from ragen2.cli_options import OFFLINE_ENV, pin_kernels, run_overrides, with_options
+from ragen2.cli_options import run_command, run_overrides, with_options
 from ragen2.errors import UserError
-from ragen2.progress import show_progress
 from ragen2.repro.realization import read_realization
 
 
@@ -251,16 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run a command; a user error is one line on stderr and exit status 2."""
-    for key, value in OFFLINE_ENV.items():
-        os.environ.setdefault(key, value)
-    args = build_parser().parse_args(argv)
-    show_progress()
-    try:
-        pin_kernels()
-        return args.func(args)
-    except UserError as e:
-        print(f"ragen2.repro {args.command}: error: {' '.join(str(e).split())}", file=sys.stderr)
-        return 2
+    return run_command(build_parser(), argv, "ragen2.repro")
 
 
 if __name__ == "__main__":

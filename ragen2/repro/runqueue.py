@@ -33,6 +33,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ragen2 import kernels
+from ragen2.cli_options import OFFLINE_ENV
 from ragen2.config import RunConfig, load_config
 
 COMMIT_EVERY_S = 600.0
@@ -42,9 +44,7 @@ RETRIES = 2
 """How many times a run whose worker died is started again (it resumes from its last checkpoint)."""
 LOCAL_OBJECT_STORE_BYTES = 200 * 1024 * 1024
 """The local Ray's object store: the tasks pass only configs and short reports, so a small one spares memory."""
-WORKER_ENV = ("RAGEN2_KERNELS", "ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA", "HF_HUB_OFFLINE",
-              "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY", "TOKENIZERS_PARALLELISM",
-              "HF_HOME", "MPLBACKEND")
+WORKER_ENV = (kernels.OPT_OUT, *kernels.PINNED, *OFFLINE_ENV, "HF_HOME", "MPLBACKEND")
 """Variables handed to every worker as this process sees them (a cluster's workers do not inherit the driver's
 environment): the kernel pins, which must be set before torch is imported, and the offline settings."""
 
@@ -87,8 +87,6 @@ def wants_gpu(cfg: RunConfig, cluster_has_gpus: bool) -> bool:
 def _train_one(run_id: str, cfg: RunConfig, cache_dir: str, runs_root: str, threads: int | None) -> RunReport:
     """Train one run in a worker (the Ray task's body; plain-callable too)."""
     if "torch" not in sys.modules:  # a fresh worker: the pins (already in its environment: WORKER_ENV) or set now
-        from ragen2 import kernels
-
         kernels.pin()
     t0 = time.perf_counter()
     try:
