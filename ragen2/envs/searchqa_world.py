@@ -4,134 +4,27 @@ Entities are people, cities, countries, companies and rivers with invented place
 language model cannot answer from memory). Each entity gets one passage stating its facts; extra
 distractor passages mention the same names without the asked facts. Every question records its
 hop chain: for each hop the passage that states the fact, a query that finds it, and the fact.
+
+The words entities are made of, the relations a hop can state and the questions asked of each kind
+of entity are data (``data/searchqa_world.yaml``); this module draws the entities and their facts
+from a seed and writes the passages.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
+import yaml
 
 #: Bump when passages or questions change (part of the retrieval cache key and the env version).
 OFFLINE_WORLD_VERSION = 1
 OFFLINE_WORLD_SEED = 20260407
-
-_FIRST = (
-    "Ana",
-    "Bruno",
-    "Chiara",
-    "Dmitri",
-    "Elena",
-    "Farid",
-    "Greta",
-    "Hugo",
-    "Ines",
-    "Jamal",
-    "Keiko",
-    "Lars",
-    "Marta",
-    "Nikos",
-    "Olga",
-    "Pablo",
-    "Quinn",
-    "Rosa",
-    "Stefan",
-    "Tala",
-    "Umar",
-    "Vera",
-    "Wendell",
-    "Ximena",
-    "Yusuf",
-    "Zofia",
-    "Amara",
-    "Boris",
-    "Celine",
-    "Dario",
-)
-_LAST = (
-    "Ruiz",
-    "Novak",
-    "Okafor",
-    "Lindqvist",
-    "Haddad",
-    "Moreau",
-    "Tanaka",
-    "Kowalski",
-    "Ferreira",
-    "Ivanova",
-    "Brennan",
-    "Castillo",
-    "Dubois",
-    "Eriksen",
-    "Fontaine",
-    "Galli",
-    "Horvat",
-    "Iyer",
-    "Jansen",
-    "Kaur",
-    "Larsen",
-    "Mendes",
-    "Nakamura",
-    "Ortega",
-    "Petrov",
-    "Quiroga",
-    "Rossi",
-    "Sato",
-    "Varga",
-    "Weber",
-)
-_PROFESSIONS = (
-    "chemist",
-    "painter",
-    "engineer",
-    "novelist",
-    "architect",
-    "physician",
-    "composer",
-    "economist",
-    "botanist",
-    "journalist",
-    "mathematician",
-    "sculptor",
-)
-_INDUSTRIES = (
-    "software",
-    "shipping",
-    "textile",
-    "pharmaceutical",
-    "energy",
-    "publishing",
-    "robotics",
-    "food",
-    "aerospace",
-    "insurance",
-)
-_COMPANY_SUFFIXES = ("Labs", "Industries", "Group", "Works", "Systems", "Holdings")
-_FEATURES = (
-    "old harbour",
-    "glass markets",
-    "stone bridges",
-    "spring festival",
-    "botanical garden",
-    "clock tower",
-    "university",
-    "textile mills",
-    "hillside vineyards",
-    "jazz clubs",
-)
-_TOPICS = (
-    "urban water supply",
-    "modern printmaking",
-    "soil chemistry",
-    "railway history",
-    "folk music",
-    "coastal erosion",
-    "public health",
-    "bridge design",
-)
-_ONSETS = ("b", "d", "k", "l", "m", "n", "r", "s", "t", "v", "z", "br", "dr", "gr", "kr", "st", "tr", "th")
-_VOWELS = ("a", "e", "i", "o", "u", "ae", "ia", "ou")
-_CODAS = ("", "", "n", "r", "l", "s", "nd", "rt", "sk")
+DATA = Path(__file__).parent / "data" / "searchqa_world.yaml"
+_SPEC: dict[str, Any] = yaml.safe_load(DATA.read_text(encoding="utf-8"))
+_WORDS: dict[str, tuple[str, ...]] = {key: tuple(words) for key, words in _SPEC["vocabulary"].items()}
 
 
 @dataclass(frozen=True)
@@ -171,10 +64,10 @@ def _invent_names(rng: np.random.Generator, count: int, taken: set[str]) -> list
     while len(names) < count:
         syllables = int(rng.integers(2, 4))
         parts = [
-            _ONSETS[int(rng.integers(len(_ONSETS)))] + _VOWELS[int(rng.integers(len(_VOWELS)))]
+            _WORDS["name_onsets"][int(rng.integers(len(_WORDS["name_onsets"])))] + _WORDS["name_vowels"][int(rng.integers(len(_WORDS["name_vowels"])))]
             for _ in range(syllables)
         ]
-        name = ("".join(parts) + _CODAS[int(rng.integers(len(_CODAS)))]).capitalize()
+        name = ("".join(parts) + _WORDS["name_codas"][int(rng.integers(len(_WORDS["name_codas"])))]).capitalize()
         if name.lower() not in taken and len(name) >= 4:
             taken.add(name.lower())
             names.append(name)
@@ -205,18 +98,18 @@ def build_world(seed: int = OFFLINE_WORLD_SEED) -> World:
         river_cities[river] = [free.pop() for _ in range(int(rng.integers(2, 4)))]
     river_of = {city: river for river, cs in river_cities.items() for city in cs}
 
-    full_names = [f"{first} {last}" for first in _FIRST for last in _LAST]
+    full_names = [f"{first} {last}" for first in _WORDS["first_names"] for last in _WORDS["last_names"]]
     people = [full_names[int(i)] for i in rng.permutation(len(full_names))[:150]]
     born_in = {p: _pick(rng, cities) for p in people}
-    profession = {p: _pick(rng, _PROFESSIONS) for p in people}
+    profession = {p: _pick(rng, _WORDS["professions"]) for p in people}
     birth_year = {p: int(rng.integers(1930, 1995)) for p in people}
 
     company_roots = _invent_names(rng, 50, taken)
-    companies = [f"{root} {_pick(rng, _COMPANY_SUFFIXES)}" for root in company_roots]
+    companies = [f"{root} {_pick(rng, _WORDS['company_suffixes'])}" for root in company_roots]
     founders = [people[int(i)] for i in rng.permutation(len(people))[: len(companies)]]
     founder_of = dict(zip(companies, founders))
     hq_of = {c: _pick(rng, cities) for c in companies}
-    industry = {c: _pick(rng, _INDUSTRIES) for c in companies}
+    industry = {c: _pick(rng, _WORDS["industries"]) for c in companies}
     founded_year = {c: int(rng.integers(1960, 2015)) for c in companies}
 
     # -- passages: one per entity, then distractors ---------------------------------------------
@@ -231,7 +124,7 @@ def build_world(seed: int = OFFLINE_WORLD_SEED) -> World:
         river = f" The {river_of[city]} river flows through {city}." if city in river_of else ""
         texts[f"city:{city}"] = (
             f"{city} is a city in {country_of[city]}{capital}.{river} {city} is known for its "
-            f"{_pick(rng, _FEATURES)}."
+            f"{_pick(rng, _WORDS['city_features'])}."
         )
     for river, through in river_cities.items():
         texts[f"river:{river}"] = (
@@ -255,7 +148,7 @@ def build_world(seed: int = OFFLINE_WORLD_SEED) -> World:
         elsewhere = _pick(rng, [c for c in cities if c != born_in[person]])
         distractors.append(
             f"In {int(rng.integers(1970, 2020))}, {person} gave a lecture in {elsewhere} on "
-            f"{_pick(rng, _TOPICS)}."
+            f"{_pick(rng, _WORDS['lecture_topics'])}."
         )
     for company in companies[::2]:
         elsewhere = _pick(rng, [c for c in cities if c != hq_of[company]])
@@ -273,103 +166,36 @@ def build_world(seed: int = OFFLINE_WORLD_SEED) -> World:
     doc_id = {keys[int(j)]: f"kb-{rank:04d}" for rank, j in enumerate(order)}
     passages = tuple(Passage(doc_id[keys[int(j)]], texts[keys[int(j)]]) for j in order)
 
-    # -- hops and questions ----------------------------------------------------------------------
-    def born(p: str) -> Hop:
-        return Hop(
-            doc_id[f"person:{p}"],
-            f"{p} born",
-            f"{p} birthplace",
-            f"the birthplace of {p}",
-            f"{p} was born in {born_in[p]}.",
-            born_in[p],
-        )
-
-    def country(c: str) -> Hop:
-        return Hop(
-            doc_id[f"city:{c}"],
-            f"{c} city country",
-            f"{c}",
-            f"the country of {c}",
-            f"{c} is in {country_of[c]}.",
-            country_of[c],
-        )
-
-    def capital(k: str) -> Hop:
-        return Hop(
-            doc_id[f"country:{k}"],
-            f"capital of {k}",
-            f"{k} country capital",
-            f"the capital of {k}",
-            f"The capital of {k} is {capital_of[k]}.",
-            capital_of[k],
-        )
-
-    def founder(c: str) -> Hop:
-        return Hop(
-            doc_id[f"company:{c}"],
-            f"{c} founded by",
-            f"{c} company",
-            f"the founder of {c}",
-            f"{c} was founded by {founder_of[c]}.",
-            founder_of[c],
-        )
-
-    def hq(c: str) -> Hop:
-        return Hop(
-            doc_id[f"company:{c}"],
-            f"{c} headquarters",
-            f"{c} company",
-            f"where {c} is headquartered",
-            f"{c} is headquartered in {hq_of[c]}.",
-            hq_of[c],
-        )
-
-    def river(c: str) -> Hop:
-        return Hop(
-            doc_id[f"city:{c}"],
-            f"river flows through {c}",
-            f"{c} city",
-            f"the river of {c}",
-            f"The {river_of[c]} flows through {c}.",
-            river_of[c],
-        )
-
-    candidates: list[KnowledgeQuestion] = []
-
-    def add(kind: str, question: str, *hops: Hop) -> None:
-        candidates.append(KnowledgeQuestion(question, hops[-1].answer, hops, kind))
-
-    for p in people:
-        add("born", f"Where was {p} born?", born(p))
-        add("born_country", f"In which country was {p} born?", born(p), country(born_in[p]))
-        if born_in[p] in river_of:
-            add(
-                "born_river",
-                f"Which river flows through the city where {p} was born?",
-                born(p),
-                river(born_in[p]),
-            )
-    for c in cities:
-        add("city_country", f"In which country is the city of {c}?", country(c))
-        if c in river_of:
-            add("city_river", f"Which river flows through {c}?", river(c))
-        if capital_of[country_of[c]] != c:
-            add(
-                "city_capital",
-                f"What is the capital of the country where {c} is located?",
-                country(c),
-                capital(country_of[c]),
-            )
-    for k in countries:
-        add("capital", f"What is the capital of {k}?", capital(k))
-    for c in companies:
-        add("founder", f"Who founded {c}?", founder(c))
-        add("hq", f"In which city is {c} headquartered?", hq(c))
-        add("founder_born", f"Where was the founder of {c} born?", founder(c), born(founder_of[c]))
-        add("hq_country", f"In which country is {c} headquartered?", hq(c), country(hq_of[c]))
-
+    # -- hops and questions (data/searchqa_world.yaml) ------------------------------------------
+    related = {"born": born_in, "country": country_of, "capital": capital_of, "founder": founder_of, "hq": hq_of,
+               "river": river_of}
+    entities = {"person": people, "city": cities, "country": countries, "company": companies}
+    candidates = [q for kind, asked in _SPEC["questions"].items() for x in entities[kind] for spec in asked
+                  if (q := _question(spec, x, related, doc_id)) is not None]
     questions = tuple(candidates[int(i)] for i in rng.permutation(len(candidates)))
     return World(passages=passages, questions=questions)
+
+
+def _hop(relation: str, x: str, y: str, doc_id: dict[str, str]) -> Hop:
+    """The hop that looks up ``relation`` of ``x`` (whose value is ``y``), from its template in the data file."""
+    spec = _SPEC["relations"][relation]
+    text = {field: spec[field].format(x=x, y=y) for field in ("query", "alt_query", "need", "fact")}
+    return Hop(doc_id[f"{spec['passage']}:{x}"], text["query"], text["alt_query"], text["need"], text["fact"], y)
+
+
+def _question(spec: dict[str, Any], x: str, related: dict[str, dict[str, str]],
+              doc_id: dict[str, str]) -> KnowledgeQuestion | None:
+    """The question ``spec`` asks of ``x``: its hops chained from ``x``; ``None`` where a hop is undefined (a city
+    without a river) or the answer is ``x`` itself."""
+    hops, subject = [], x
+    for relation in spec["hops"]:
+        if subject not in related[relation]:
+            return None
+        hops.append(_hop(relation, subject, related[relation][subject], doc_id))
+        subject = hops[-1].answer
+    if subject == x:
+        return None
+    return KnowledgeQuestion(spec["question"].format(x=x), subject, tuple(hops), spec["kind"])
 
 
 _CACHE: dict[int, World] = {}

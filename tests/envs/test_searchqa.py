@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import pickle
 import re
@@ -26,6 +27,9 @@ from ragen2.envs.searchqa import (
 )
 from ragen2.envs.searchqa_world import OFFLINE_WORLD_VERSION, build_world, offline_world
 
+WORLD_SHA256 = {1: "b32e9c78acfefcf9f2c7d312ec72a6a9a558a73c9c1b1977e7dcb1d75c2ba4da"}
+"""OFFLINE_WORLD_VERSION -> sha256 of the world's repr (422 passages, 788 questions for version 1)."""
+
 DOC_HEADER = re.compile(r"^\[Document (\d+)\] \(ID: ([^,]+), Score: (\d+\.\d{3})\)$")
 
 
@@ -46,6 +50,33 @@ def _first(kind: str, hops: int | None = None) -> int:
     return next(
         i for i, q in enumerate(questions) if q.kind == kind and (hops is None or len(q.hops) == hops)
     )
+
+
+# -- the world -----------------------------------------------------------------------------------
+def test_the_world_is_the_one_its_version_names():
+    """Retrieval caches and the env version key on OFFLINE_WORLD_VERSION: an edit of data/searchqa_world.yaml (or of
+    the drawing code) that changes the world must bump the version, and this test fails until it does."""
+    world = build_world()
+    digest = hashlib.sha256(repr(world).encode()).hexdigest()
+    assert (len(world.passages), len(world.questions)) == (422, 788)
+    assert digest == WORLD_SHA256[OFFLINE_WORLD_VERSION]
+
+
+def test_every_question_chains_its_hops_from_the_data_file():
+    """Each hop starts at the previous hop's answer, states its fact in the passage it names, and the question's
+    answer is the last hop's; every kind the data file lists is asked."""
+    world = build_world()
+    text = {p.doc_id: p.text for p in world.passages}
+    for q in world.questions:
+        assert q.answer == q.hops[-1].answer
+        for prev, hop in zip(q.hops, q.hops[1:]):
+            assert prev.answer in hop.need
+        for hop in q.hops:
+            assert hop.answer in hop.fact
+            assert hop.answer in text[hop.doc_id]
+    kinds = {q.kind for q in world.questions}
+    assert kinds == {"born", "born_country", "born_river", "city_country", "city_river", "city_capital", "capital",
+                     "founder", "hq", "founder_born", "hq_country"}
 
 
 # -- scoring -------------------------------------------------------------------------------------
