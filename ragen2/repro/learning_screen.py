@@ -27,8 +27,9 @@ from ragen2.evaluate import Evaluation
 from ragen2.evaluate import paired_gain as success_gain
 from ragen2.repro import own_pipelines
 from ragen2.repro.own_pipelines import OwnPipeline
-from ragen2.repro.profiles import NO_FILTER, Profile, _with_overrides_minimal, own_pipeline_base
+from ragen2.repro.profiles import Profile, _with_overrides_minimal, own_pipeline_base
 from ragen2.repro.run_ids import parse_run_id, run_id
+from ragen2.repro.study_catalog import NO_FILTER
 
 STUDY = "screen"
 """Study tag of the screen's run ids, followed by the cell's turns (``frozenlake__ppo__none__screen5__s0``)."""

@@ -30,6 +30,7 @@ from typing import Any
 
 import pandas as pd
 
+from ragen2.repro import study_catalog
 from ragen2.repro.notebook_stages import (
     NOTEBOOK_CLAIMS,
     NOTEBOOK_STUDIES,
@@ -38,15 +39,7 @@ from ragen2.repro.notebook_stages import (
     parameters_key,
 )
 
-STUDY_LABELS = {
-    "main": "the main comparison",
-    "testbed": "the main table's other environments and Top-k",
-    "mech": "the collapse-mechanism study",
-    "slip": "the stochasticity sweep",
-    "ent": "the entropy sweep",
-    "kl": "the KL sweep",
-    "toppsweep": "the top-p sweep",
-}
+STUDY_LABELS = study_catalog.labels()
 """Study tag -> what it is, for the note."""
 CHECK_CALL = "skip_without_studies("
 """A cell whose code contains this still runs after a skip (so re-running the check can lift it)."""

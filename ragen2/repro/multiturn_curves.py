@@ -16,16 +16,9 @@ from typing import Any
 from ragen2.config import RunConfig, deep_merge, from_dict
 from ragen2.repro import own_pipelines
 from ragen2.repro.own_pipelines import OwnPipeline
-from ragen2.repro.profiles import (
-    NO_FILTER,
-    TOP_K,
-    TOP_P,
-    Profile,
-    _filter_label,
-    _with_overrides_minimal,
-    own_pipeline_base,
-)
+from ragen2.repro.profiles import Profile, _with_overrides_minimal, own_pipeline_base
 from ragen2.repro.run_ids import run_id
+from ragen2.repro.study_catalog import NO_FILTER, TOP_K, TOP_P, filter_label
 
 STUDY = "curves"
 """The study tag of every run of this pipeline (``searchqa__ppo__none__curves__s0``)."""
@@ -88,7 +81,7 @@ def build(smoke: bool = False) -> Profile:
             variant = {k: v for k, v in variant.items() if k != "warm_start"}
         for filt in FILTERS:
             for seed in range(1 if smoke else curve.seeds):
-                rid = run_id(curve.env, curve.algo, _filter_label(filt), STUDY, seed)
+                rid = run_id(curve.env, curve.algo, filter_label(filt), STUDY, seed)
                 runs[rid] = deep_merge({"seed": seed, "env": {"name": curve.env}, "trainer": {"algo": curve.algo},
                                         "filter": dict(filt), **ONLY_CURVES}, variant)
     runs = _with_overrides_minimal(base, runs)

@@ -22,18 +22,12 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-NOTEBOOK_STUDIES = {
-    "01_template_collapse": ("mech", "main"),
-    "02_snr_mechanism": ("main", "mech"),
-    "03_main_results": ("main", "testbed"),
-    "04_rv_quartiles": ("main",),
-    "05_stochasticity": ("main", "slip"),
-    "06_diagnostics": ("main", "mech", "slip", "ent", "kl", "toppsweep"),
-    "07_training_dynamics": ("main", "mech"),
-    "08_interventions": ("main", "ent", "kl", "toppsweep"),
-}
-"""Notebook (file stem in ``notebooks/``) -> the studies whose runs it loads (a test reads the notebooks' calls)."""
-REQUIRED_STUDIES = {nb: ("main", "slip") if nb == "05_stochasticity" else ("main",) for nb in NOTEBOOK_STUDIES}
+from ragen2.repro import study_catalog
+
+NOTEBOOK_STUDIES = study_catalog.notebook_studies()
+"""Notebook (file stem in ``notebooks/``) -> the studies whose runs it loads (the studies' descriptors,
+:data:`ragen2.repro.study_catalog.CATALOG`; a test reads the notebooks' calls)."""
+REQUIRED_STUDIES = study_catalog.required_studies()
 """Notebook -> the studies it cannot do without (:func:`ragen2.repro.missing.skip_without_studies` skips it when one has
 no runs). It reads the others of :data:`NOTEBOOK_STUDIES` where a profile has them: the testbed (the paper profile puts
 the whole main table in ``main``), the mechanism study (the CPU profile looks for collapse in its ``main`` runs:

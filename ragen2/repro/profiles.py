@@ -55,7 +55,6 @@ entropy-0 control, so that notebooks 01, 02, 06 and 07 have their runs (GPU only
 from __future__ import annotations
 
 import copy
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,7 +62,9 @@ from typing import Any
 import yaml
 
 from ragen2.config import RunConfig, deep_merge, from_dict, to_dict
-from ragen2.repro.run_ids import filter_tag, fmt_value, parse_run_id, run_id
+from ragen2.repro import study_catalog
+from ragen2.repro.run_ids import parse_run_id
+from ragen2.repro.study_catalog import FROZENLAKE_BASE_SUCCESS_RATE, Sizes, grid
 
 PROFILE_NAMES = ("cpu", "smoke", "paper")
 ALGOS = ("ppo", "grpo", "dapo", "dr_grpo")
@@ -74,12 +75,11 @@ PAPER_MAIN_ENVS = ("sokoban", "frozenlake", "metamathqa", "countdown")
 PAPER_CURVE_ENVS = (("searchqa", "ppo"), ("webshop", "grpo"), ("deepcoder", "grpo"))
 """The paper's success-curve environments beyond the main table, with their algorithm: GRPO for WebShop and
 DeepCoder (docs/method.md §7.4); §7.4 names none for SearchQA, so it gets PPO, the main table's baseline."""
-STUDIES = ("main", "testbed", "mech", "slip", "ent", "kl", "toppsweep")
-SWEEP_STUDIES = ("ent", "kl", "toppsweep")
+STUDIES = study_catalog.names()
+"""Study tags in run ids (:data:`ragen2.repro.study_catalog.CATALOG`; ``slip``, ``ent``, ``kl`` carry their value:
+``slip0p05``, ``ent0p01``)."""
+SWEEP_STUDIES = tuple(study_catalog.swept_columns())
 """The intervention sweeps' studies (C7)."""
-"""Study tags in run ids (``slip``, ``ent``, ``kl`` carry their value: ``slip0p05``, ``ent0p01``)."""
-FROZENLAKE_BASE_SUCCESS_RATE = 0.98
-"""FrozenLake's base ``success_rate`` (2 % slip, the paper's text); the warm start is built on it for every slip."""
 WARM_START_DIR = "data/cache/warm_start"
 """Where ``ragen2.warmstart.initial_policy`` caches warm starts (with ``--cache-dir data/cache``)."""
 INITIAL_POLICY_DIR = WARM_START_DIR
@@ -134,69 +134,6 @@ NO_CLAIM_NOTEBOOKS = ("01_template_collapse",)
 # ---------------------------------------------------------------------------------------------
 # The profile object
 # ---------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Sizes:
-    """How big each study is in a profile (the study design itself is shared by all profiles)."""
-
-    steps: int
-    """RL steps of the main study (``base.trainer.steps``)."""
-    main_envs: tuple[str, ...]
-    main_algos: tuple[str, ...]
-    main_seeds: int
-    topk: bool
-    """Add Top-k 0.25 PPO runs to the main study (the success-curves figure)."""
-    mech_steps: int
-    mech_seeds: int
-    control_seeds: int
-    """Seeds of the entropy-0 control of the mechanism study (0: the main study's ``aux_algo`` cells,
-    which have the same warm start, seeds and steps and a near-zero entropy bonus, are the control)."""
-    aux_steps: int
-    """RL steps of the slip and sweep studies."""
-    aux_algo: str
-    """Algorithm of the slip and sweep studies."""
-    mech_algo: str
-    """Algorithm of the mechanism study (on FrozenLake)."""
-    main_include_zero: bool
-    """``filter.include_zero`` of the main study's Top-p runs (the paper's main table: True, softmax mode)."""
-    reuse_main: bool
-    """The main study's ``aux_algo`` cells double as the slip study's base slip rate and as the base point of
-    every intervention sweep (one factor changed at a time), so those points are not trained twice
-    (:func:`ragen2.repro.studies.slip_runs`, :func:`ragen2.repro.studies.sweep_table`)."""
-    slips: tuple[float, ...]
-    slip_seeds: int
-    sweep_env: str
-    ent_values: tuple[float, ...]
-    kl_values: tuple[float, ...]
-    topp_values: tuple[float, ...]
-    sweep_seeds: int
-    curve_envs: tuple[tuple[str, str], ...] = ()
-    """``(env, algorithm)`` pairs added to the main study with no filter, Top-p and Top-k: the environments of
-    the paper's success curves that are not in its main table (docs/method.md §7.4)."""
-    mech_entropy: float = 0.02
-    """The mechanism study's entropy bonus on the reasoning tokens."""
-    mech_warm_start_steps: int = 0
-    """SFT steps of the mechanism study's own warm start (0: the base's warm start, shared with the other studies)."""
-    mech_topk: bool = False
-    """Add Top-k 0.25 runs to the mechanism study (the filter variants inside the collapse regime)."""
-    testbed_envs: tuple[str, ...] = ()
-    """The main table's environments beyond ``main_envs``, trained in the ``testbed`` study (docs/method.md §7.13):
-    PPO under no filter, Top-p and Top-k with ``testbed_seeds`` seeds, the other ``main_algos`` under no filter and
-    Top-p with ``testbed_other_seeds``; the ``main_envs`` get their PPO Top-k runs there too (unless ``topk`` puts
-    them in ``main``). No MI diagnostics or gradient decomposition: the study feeds C1 and the curves only."""
-    testbed_seeds: int = 0
-    testbed_other_seeds: int = 0
-    testbed_curve_envs: tuple[tuple[str, str], ...] = ()
-    """``(env, algorithm)`` pairs of the paper's success curves beyond its main table that the ``testbed`` study
-    trains under no filter, Top-p and Top-k with ``testbed_curve_seeds`` paired seeds (docs/method.md §7.13): they
-    are drawn and decide no claim, so the realization check does not re-train them (:func:`in_realization_check`)."""
-    testbed_curve_seeds: int = 0
-    topk_algos: tuple[str, ...] = ("ppo",)
-    """The ``main_algos`` whose main-study cells get Top-k 0.25 runs when ``topk`` is set."""
-    realization_sweeps: bool = True
-    """Whether the realization check re-trains the intervention sweeps' runs (``ent``, ``kl``, ``toppsweep``); when
-    False their verdict rests on the first warm start only (:func:`in_realization_check`)."""
-
-
 @dataclass(frozen=True)
 class Profile:
     """One profile: the base config, the runs, the notebooks' parameters and the warm start of each run."""
@@ -427,117 +364,6 @@ SIZES = {
 }
 
 
-# ---------------------------------------------------------------------------------------------
-# Study grids
-# ---------------------------------------------------------------------------------------------
-NO_FILTER = {"strategy": "top_p", "value": 1.0, "include_zero": True}
-TOP_P = {"strategy": "top_p", "value": 0.9}
-TOP_K = {"strategy": "top_k", "value": 0.25, "include_zero": True}
-
-
-def _filter_label(filt: dict[str, Any]) -> str:
-    if filt["strategy"] == "top_p" and filt["value"] >= 1 and filt.get("include_zero", True):
-        return "none"
-    return filter_tag(filt["strategy"], filt["value"])
-
-
-def _grid(sizes: Sizes, algo_settings: dict[str, dict[str, Any]] | None = None,
-          env_settings: dict[str, dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
-    """Run id -> overrides of the base; ``algo_settings`` / ``env_settings`` (:data:`PROFILE_SETTINGS`) are merged
-    into every run of that algorithm / environment after the study's own overrides."""
-    runs: dict[str, dict[str, Any]] = {}
-    algo_settings, env_settings = algo_settings or {}, env_settings or {}
-
-    def add(env: str, algo: str, filt: dict[str, Any], study: str, seeds: int, extra: dict[str, Any]) -> None:
-        env_part = {"name": env} if env == "frozenlake" else {"name": env, "kwargs": {}}
-        for seed in range(seeds):
-            rid = run_id(env, algo, _filter_label(filt), study, seed)
-            over = deep_merge({"seed": seed, "env": env_part, "trainer": {"algo": algo}, "filter": dict(filt)},
-                              extra)
-            over = deep_merge(deep_merge(over, algo_settings.get(algo, {})), env_settings.get(env, {}))
-            if rid in runs:
-                raise ValueError(f"run id {rid!r} is defined twice")
-            runs[rid] = copy.deepcopy(over)  # no shared sub-dicts (YAML would write them as anchors)
-
-    # main comparison (C1, C2, C6) with the gradient decomposition on PPO and GRPO (C4)
-    top_p_main = {**TOP_P, "include_zero": sizes.main_include_zero}
-    for env in sizes.main_envs:
-        for algo in sizes.main_algos:
-            grad = {"grad_analysis": {"enabled": algo in ("ppo", "grpo")}}
-            for filt in (NO_FILTER, top_p_main):
-                add(env, algo, filt, "main", sizes.main_seeds, grad)
-        if sizes.topk:
-            for algo in (a for a in sizes.main_algos if a in sizes.topk_algos):
-                add(env, algo, TOP_K, "main", sizes.main_seeds, {"grad_analysis": {"enabled": True}})
-    # the success curves' other environments: no filter, Top-p and Top-k (their filter mode: env_settings)
-    for env, algo in sizes.curve_envs:
-        grad = {"grad_analysis": {"enabled": algo in ("ppo", "grpo")}}
-        for filt in (NO_FILTER, top_p_main, TOP_K):
-            add(env, algo, filt, "main", sizes.main_seeds, grad)
-
-    # the rest of the paper's main table: its other environments and Top-k beside Top-p for PPO (C1 only)
-    if sizes.testbed_envs:
-        only_c1 = {"collapse": {"enabled": False}, "grad_analysis": {"enabled": False}}
-        if not sizes.topk:
-            for env in sizes.main_envs:
-                add(env, "ppo", TOP_K, "testbed", sizes.testbed_seeds, only_c1)
-        for env in sizes.testbed_envs:
-            for algo in sizes.main_algos:
-                filters = (NO_FILTER, top_p_main, TOP_K) if algo == "ppo" else (NO_FILTER, top_p_main)
-                seeds = sizes.testbed_seeds if algo == "ppo" else sizes.testbed_other_seeds
-                for filt in filters:
-                    add(env, algo, filt, "testbed", seeds, only_c1)
-        for env, algo in sizes.testbed_curve_envs:
-            for filt in (NO_FILTER, top_p_main, TOP_K):
-                add(env, algo, filt, "testbed", sizes.testbed_curve_seeds, only_c1)
-
-    # collapse mechanism: entropy bonus on reasoning tokens, no KL, paired seeds, optionally its own warm start
-    mech_filters = (NO_FILTER, top_p_main, TOP_K) if sizes.mech_topk else (NO_FILTER, top_p_main)
-    for coef, seeds in ((sizes.mech_entropy, sizes.mech_seeds), (0.0, sizes.control_seeds)):
-        # the mid-run checkpoint is kept for notebook 07's early / mid / late prompt-level heatmaps; the gradient
-        # decomposition runs at the first step and the middle one
-        half = max(sizes.mech_steps // 2, 1)
-        extra = {"trainer": {"entropy_coef": coef, "entropy_scope": "reasoning", "kl_coef": 0.0,
-                             "steps": sizes.mech_steps, "save_freq": half, "keep_every": half},
-                 "grad_analysis": {"enabled": coef > 0, "every": half}}
-        if sizes.mech_warm_start_steps:
-            extra["warm_start"] = {"steps": sizes.mech_warm_start_steps}
-        for filt in mech_filters:
-            add("frozenlake", sizes.mech_algo, filt, f"mech{fmt_value(coef)}", seeds, extra)
-
-    # stochasticity sweep (C5): FrozenLake slip; every slip rate starts from the same warm start
-    base_slip = None
-    if sizes.reuse_main and "frozenlake" in sizes.main_envs and sizes.aux_algo in sizes.main_algos:
-        base_slip = round(1.0 - FROZENLAKE_BASE_SUCCESS_RATE, 6)  # the main study's cells are this point
-    slip_trainer = {} if sizes.reuse_main else {"entropy_coef": 0.0, "kl_coef": 0.0}
-    for slip in sizes.slips:
-        if base_slip is not None and math.isclose(slip, base_slip):
-            continue
-        extra = {"env": {"kwargs": {"success_rate": round(1.0 - slip, 6)}},
-                 "warm_start": {"env_kwargs": {"success_rate": FROZENLAKE_BASE_SUCCESS_RATE}},
-                 "trainer": {**slip_trainer, "steps": sizes.aux_steps}}
-        for filt in (NO_FILTER, {**TOP_P, "include_zero": sizes.main_include_zero if sizes.reuse_main else False}):
-            add("frozenlake", sizes.aux_algo, filt, f"slip{fmt_value(slip)}", sizes.slip_seeds, extra)
-
-    # intervention sweeps (C7). reuse_main: one factor at a time around the main study's aux_algo cells
-    # (which are the sweeps' base points); otherwise the paper's sweep settings (docs/method.md §7.2).
-    env, steps, algo = sizes.sweep_env, sizes.aux_steps, sizes.aux_algo
-    reuse = sizes.reuse_main and env in sizes.main_envs and algo in sizes.main_algos
-    ent_fixed = {} if reuse else {"kl_coef": 0.0}
-    kl_fixed = {} if reuse else {"entropy_coef": 0.0}
-    topp_fixed = {} if reuse else {"entropy_coef": 0.001, "kl_coef": 0.001, "kl_type": "k1"}
-    for coef in sizes.ent_values:
-        add(env, algo, NO_FILTER, f"ent{fmt_value(coef)}", sizes.sweep_seeds,
-            {"trainer": {**ent_fixed, "entropy_coef": coef, "steps": steps}})
-    for coef in sizes.kl_values:
-        add(env, algo, NO_FILTER, f"kl{fmt_value(coef)}", sizes.sweep_seeds,
-            {"trainer": {**kl_fixed, "kl_coef": coef, "kl_type": "k1", "steps": steps}})
-    for value in sizes.topp_values:
-        filt = NO_FILTER if value >= 1 else {"strategy": "top_p", "value": value, "include_zero": False}
-        add(env, algo, filt, "toppsweep", sizes.sweep_seeds, {"trainer": {**topp_fixed, "steps": steps}})
-    return runs
-
-
 def _notebooks(smoke: bool) -> dict[str, dict[str, Any]]:
     """Papermill parameters per notebook (all literals; ``runs_root``/``fig_dir`` set by dvc.yaml)."""
     prompts = 4 if smoke else 32
@@ -603,7 +429,7 @@ def profile_run_ids(name: str) -> list[str]:
     """The run ids of profile ``name``, without building their configs (what :func:`build` would define)."""
     if name not in PROFILE_NAMES:
         raise ValueError(f"unknown profile {name!r}; known: {', '.join(PROFILE_NAMES)}")
-    return list(_grid(SIZES[name], *PROFILE_SETTINGS[name]))
+    return list(grid(SIZES[name], *PROFILE_SETTINGS[name]))
 
 
 def build(name: str) -> Profile:
@@ -614,7 +440,7 @@ def build(name: str) -> Profile:
 def assemble(name: str, base: dict[str, Any], sizes: Sizes, algo_settings: dict[str, dict[str, Any]] | None = None,
              env_settings: dict[str, dict[str, Any]] | None = None, *, smoke: bool = False,
              run_overrides: dict[str, Any] | None = None, written_by: str | None = None) -> Profile:
-    """A profile from its base config, study sizes and per-algorithm / per-environment settings (:func:`_grid`).
+    """A profile from its base config, study sizes and per-algorithm / per-environment settings (:func:`ragen2.repro.study_catalog.grid`).
 
     ``run_overrides`` are merged into every run last (a derived profile that must win over the per-run settings,
     such as :mod:`ragen2.repro.dry_run`'s tiny rollouts); ``smoke`` sets the notebooks' smoke parameters;
@@ -623,10 +449,10 @@ def assemble(name: str, base: dict[str, Any], sizes: Sizes, algo_settings: dict[
     from_dict(RunConfig, base)  # strict check of the base
     base = copy.deepcopy(base)
     base["trainer"]["steps"] = sizes.steps
-    grid = _grid(sizes, algo_settings, env_settings)
+    overrides = grid(sizes, algo_settings, env_settings)
     if run_overrides:
-        grid = {rid: deep_merge(over, run_overrides) for rid, over in grid.items()}
-    runs = _with_overrides_minimal(base, grid)
+        overrides = {rid: deep_merge(over, run_overrides) for rid, over in overrides.items()}
+    runs = _with_overrides_minimal(base, overrides)
     profile = Profile(name=name, base=base, runs=runs, notebooks=_notebooks(smoke), written_by=written_by)
     keys = {rid: _warm_start_path(profile.config(rid)) for rid in runs}
     return Profile(name=name, base=base, runs=runs, notebooks=profile.notebooks, warm_start_keys=keys,

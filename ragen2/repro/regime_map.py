@@ -30,8 +30,9 @@ from ragen2.config import RunConfig, deep_merge, from_dict
 from ragen2.repro import collapse_criteria as cc
 from ragen2.repro import own_pipelines
 from ragen2.repro.own_pipelines import OwnPipeline
-from ragen2.repro.profiles import NO_FILTER, TOP_P, Profile, _filter_label, own_pipeline_base
+from ragen2.repro.profiles import Profile, own_pipeline_base
 from ragen2.repro.run_ids import parse_run_id, run_id
+from ragen2.repro.study_catalog import NO_FILTER, TOP_P, filter_label
 
 STUDY = "map"
 """Study tag of the map's run ids (``frozenlake__grpo__none__map3__s0``: cell 3)."""
@@ -140,7 +141,7 @@ def build(smoke: bool = False, seeds: int = 1) -> Profile:
         for study, study_seeds in blocks:
             for filt in FILTERS.values():
                 for seed in study_seeds:
-                    rid = run_id("frozenlake", "grpo", _filter_label(filt), f"{study}{int(row['cell'])}", seed)
+                    rid = run_id("frozenlake", "grpo", filter_label(filt), f"{study}{int(row['cell'])}", seed)
                     runs[rid] = deep_merge({"seed": seed, "filter": dict(filt)}, _cell_overrides(row, factors))
     runs = _with_overrides_minimal(base, runs)
     probe = Profile(name="regime_map", base=base, runs=runs, notebooks={})

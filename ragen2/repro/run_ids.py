@@ -5,7 +5,7 @@ study, filter and seed back from it, so the grammar is written once, here.
 
 - ``<env>``, ``<algo>``: registry env name and ``trainer.algo`` (``frozenlake``, ``dr_grpo``).
 - ``<filter>``: ``none``, or the strategy without underscores and its value (``topp0p9``, ``topk0p25``).
-- ``<study><value>``: the study the run belongs to (:data:`ragen2.repro.profiles.STUDIES`), with the value it
+- ``<study><value>``: the study the run belongs to (:data:`ragen2.repro.study_catalog.CATALOG`), with the value it
   sweeps when it has one (``slip0p05``, ``ent0``, ``mech0p02``; ``main`` and ``toppsweep`` carry none).
 - ``<seed>``: the run's seed.
 

@@ -1,7 +1,7 @@
 """The studies of a pipeline run as tables: which runs a notebook loads, and how runs of two studies pair up.
 
 A study is the ``<study>`` part of a run id (:mod:`ragen2.repro.run_ids`; the studies of a profile are
-:data:`ragen2.repro.profiles.STUDIES`). :func:`load_study` reads only the run directories of the studies
+:data:`ragen2.repro.study_catalog.CATALOG`). :func:`load_study` reads only the run directories of the studies
 asked for, so a notebook's outputs depend on exactly the runs its DVC stage declares
 (:mod:`ragen2.repro.notebook_stages`).
 
@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ragen2.repro import study_catalog
 from ragen2.repro.run_ids import parse_run_id
 from ragen2.repro.runs import MI_METRIC, final_values, find_run_dirs, read_grad_tables, read_runs
 
@@ -82,7 +83,7 @@ WARM_START_COLUMNS = ("warm_start.steps", "warm_start.template_fraction")
 """The config columns that tell two warm-start recipes apart in :func:`mechanism_arms`."""
 
 
-MECHANISM_STUDIES = ("mech", "main")
+MECHANISM_STUDIES = study_catalog.claim_studies("C6")
 """The studies C6 and the collapse notebooks read (:func:`mechanism_study`)."""
 
 
@@ -133,8 +134,8 @@ def curve_steps(steps: pd.DataFrame, panel: str, algo: str = "ppo") -> pd.DataFr
     return steps[(steps["algo"] == algo) | ~steps["env"].isin(has_algo)]
 
 
-SWEPT_COLUMNS = {"ent": "trainer.entropy_coef", "kl": "trainer.kl_coef", "toppsweep": "filter.value"}
-"""The config column each intervention sweep changes."""
+SWEPT_COLUMNS = study_catalog.swept_columns()
+"""The config column each intervention sweep changes (its study's descriptor)."""
 SETTING_COLUMNS = ("env", "algo", "trainer.steps", "trainer.entropy_coef", "trainer.entropy_scope", "trainer.kl_coef",
                    "filter.strategy", "filter.value", "filter.top_p_mode", "filter.include_zero", "env.kwargs.success_rate")
 """Config columns that must agree for a run of another study to stand in as a sweep or slip point."""

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from ragen2.repro import collapse_criteria as cc
+from ragen2.repro import study_catalog
 from ragen2.repro.claim_tests import (
     SMALLEST_EFFECTS,
     combine,
@@ -59,13 +60,13 @@ from ragen2.repro.stats import (
 from ragen2.repro.studies import filter_gain_units, mechanism_arms
 from ragen2.repro.tables import ALGO_LABELS, ENV_LABELS, paper_gain
 
-C1_STUDIES = ("main", "testbed")
+C1_STUDIES = study_catalog.claim_studies("C1")
 """The studies C1 is decided on (notebook 03): the main comparison and the rest of the paper's testbed (the main
 table's other environments and Top-k; a profile that puts them all in ``main`` has no ``testbed`` runs)."""
 C1_ENVS = PAPER_MAIN_ENVS
 """The environments C1 is decided over: the columns of the paper's main table (docs/method.md §7.13). Runs on
 other environments (the success curves' SearchQA, WebShop, DeepCoder) are drawn, not tested."""
-C2_STUDIES = ("main", "mech", "slip", "ent", "kl", "toppsweep")
+C2_STUDIES = study_catalog.claim_studies("C2")
 """The studies whose runs C2 correlates (notebook 06): every run of the profile."""
 C2_METRICS = {
     "collapse_first_turn/mi_zscore": "MI-ZScore",
@@ -77,19 +78,19 @@ C2_METRICS = {
     "actor/entropy": "token entropy",
 }
 """C2's final metrics (logged name -> label) correlated with final success."""
-C4_STUDIES = ("main", "mech")
+C4_STUDIES = study_catalog.claim_studies("C4")
 """The studies that run the gradient analysis C4 reads (notebook 02)."""
 C4_ALGOS = ("ppo", "grpo")
 """The algorithms C4 is decided on."""
-C6_STUDIES = ("mech", "main")
+C6_STUDIES = study_catalog.claim_studies("C6")
 """The studies C6 reads (notebook 07): the mechanism study, and the main study as its control where it has none."""
 C6_METRICS = (MI_METRIC, "collapse_first_turn/retrieval_accuracy")
 """The per-step metrics notebook 07 loads with C6's runs."""
-C7_STUDIES = ("main", "ent", "kl", "toppsweep")
+C7_STUDIES = study_catalog.claim_studies("C7")
 """The studies C7 is decided on (notebook 08)."""
 C7_METRICS = (MI_METRIC,)
 """The per-step metrics notebook 08 loads with C7's runs."""
-C7_SWEEPS = {"ent": "entropy coef", "kl": "KL coef", "toppsweep": "top-p"}
+C7_SWEEPS = study_catalog.sweep_labels()
 """C7's sweep studies and their labels (:func:`~ragen2.repro.studies.sweep_table`)."""
 C2_MI_METRIC = "collapse_first_turn/mi_zscore"
 """The MI proxy C2 holds to the paper's rho (MI-ZScore, +0.39 in the paper)."""
