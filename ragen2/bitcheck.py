@@ -2,8 +2,10 @@
 
 A short fixed training of the tiny policy on one torch thread, under the pinned kernels
 (:mod:`ragen2.kernels`): a few SFT steps of a warm start on FrozenLake, then two GRPO steps with the MI
-diagnostics and a validation. The SHA-256 of the warm start's and of the trained actor's weights, and of every
-logged value but the timings, must equal :data:`REFERENCE`, recorded with the locked environment
+diagnostics and a validation; and GRPO's advantages of every group of 16 rewards in {-0.1, 0, 1} (the CPU profile's
+group size and FrozenLake's rewards: every group standard deviation its runs can meet, where a square root that is not
+correctly rounded gives other bits on another CPU vendor). The SHA-256 of the warm start's and of the trained actor's
+weights, of every logged value but the timings, and of those advantages must equal :data:`REFERENCE`, recorded with the locked environment
 (``requirements-cpu.lock``) on an x86-64 CPU. Equal hashes here mean the pipeline's runs give the
 committed numbers on this machine; other hashes mean they will not, and the printed machine record says what
 differs. It takes about ten seconds; ``tests/test_bitcheck.py`` runs it in ``make test``.
@@ -24,6 +26,7 @@ REFERENCE = {
     "warm_start_sha256": "9dc5baf223f37cc04eac327475740d10618e7f19a8022e57572d1d13076c26f5",
     "actor_sha256": "f6a74528748c50fe2058982af3f2d5cc271198a8e8f3a88f2a663f74e182f170",
     "metrics_sha256": "38775368bf74b5aceaa4c039285a644bb6c6f0f6c21f1f65406d5b09ee0abe11",
+    "advantages_sha256": "004e2ad4f31918abd80385b49ec2234f1a52562c8573aebcd4c54ab00ba1c618",
     "versions": {"torch": "2.13.0+cpu", "transformers": "5.24.0"},
 }
 """The hashes the fixed training gives under the pin, and the library versions they were made with."""
@@ -51,8 +54,37 @@ def state_sha256(state: dict[str, Any]) -> str:
     return digest.hexdigest()
 
 
+HASHED = ("warm_start_sha256", "actor_sha256", "metrics_sha256", "advantages_sha256")
+"""The hashes :func:`verdict` compares."""
+GROUP_SIZE = 16
+REWARDS = (-0.1, 0.0, 1.0)
+"""FrozenLake's rewards (an invalid answer, a miss, the goal) and the CPU profile's GRPO group size."""
+
+
+def reward_groups() -> tuple[Any, Any]:
+    """Scores and group ids of every group of :data:`GROUP_SIZE` rewards drawn from :data:`REWARDS` (153 groups,
+    one per multiset of rewards, in a fixed order), as float32 / int64 tensors."""
+    import itertools
+
+    import torch
+
+    groups = list(itertools.combinations_with_replacement(REWARDS, GROUP_SIZE))
+    scores = torch.tensor([r for group in groups for r in group], dtype=torch.float32)
+    return scores, torch.arange(len(groups)).repeat_interleave(GROUP_SIZE)
+
+
+def advantages_sha256() -> str:
+    """SHA-256 of GRPO's advantages over :func:`reward_groups` (one batch) and of the batch's ``adv/std``."""
+    from ragen2.kernels import exact_sqrt
+    from ragen2.trainer.advantages import grpo_advantages
+
+    adv = grpo_advantages(*reward_groups())
+    spread = exact_sqrt(((adv - adv.mean()) ** 2).mean())
+    return hashlib.sha256(adv.numpy().tobytes() + spread.numpy().tobytes()).hexdigest()
+
+
 def fixed_training(work_dir: Path) -> dict[str, Any]:
-    """Run the fixed training in ``work_dir`` (one torch thread); its two hashes, versions and machine record."""
+    """Run the fixed training in ``work_dir`` (one torch thread); its hashes, versions and machine record."""
     import torch
     import transformers
 
@@ -75,13 +107,14 @@ def fixed_training(work_dir: Path) -> dict[str, Any]:
     rows = [{k: v for k, v in row.items() if not k.startswith("timing_s/")} for row in read_metrics(work_dir / "run")]
     return {"warm_start_sha256": state_sha256(warm.state_dict()), "actor_sha256": state_sha256(actor),
             "metrics_sha256": hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest(),
+            "advantages_sha256": advantages_sha256(),
             "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
             "machine": kernels.machine_record()}
 
 
 def verdict(result: dict[str, Any], reference: dict[str, Any] = REFERENCE) -> tuple[bool, str]:
     """``(same bits, one line saying so or why not)``."""
-    keys = ("warm_start_sha256", "actor_sha256", "metrics_sha256")
+    keys = HASHED
     if all(result[k] == reference[k] for k in keys):
         return True, "same bits as the committed results"
     from ragen2.kernels import mismatch

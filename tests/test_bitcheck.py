@@ -77,3 +77,23 @@ def test_state_hash_covers_names_dtypes_and_bytes():
     b = {"w": torch.zeros(3), "b": torch.ones(2)}
     b["w"][1] = -0.0  # one bit
     assert bitcheck.state_sha256(a) != bitcheck.state_sha256(b)
+
+
+def test_the_advantage_hash_meets_the_vendor_dependent_square_root(monkeypatch):
+    """The check reaches the one step measured to round differently per CPU vendor: GRPO's advantages over every group
+    of 16 FrozenLake rewards hash otherwise when their square roots come from torch.sqrt (MKL's vector maths) instead
+    of :func:`ragen2.kernels.exact_sqrt`. Skipped on a CPU where torch.sqrt happens to be correctly rounded on those
+    values (none measured so far: docs/sqrt_vendor_check.json)."""
+    import numpy as np
+    import torch
+
+    import ragen2.trainer.advantages as advantages
+    from ragen2.bench.sqrt_vendor import grpo_group_variances
+
+    variances = grpo_group_variances()
+    if np.array_equal(torch.sqrt(torch.from_numpy(variances)).numpy(), np.sqrt(variances)):
+        pytest.skip("torch.sqrt is correctly rounded on every GRPO group variance on this CPU")
+    assert len(bitcheck.reward_groups()[0]) == 153 * bitcheck.GROUP_SIZE
+    exact = bitcheck.advantages_sha256()
+    monkeypatch.setattr(advantages, "exact_sqrt", torch.sqrt)
+    assert bitcheck.advantages_sha256() != exact
