@@ -1,0 +1,39 @@
+"""Tests for the plot_data stage's copy of two runs' curves (ragen2/repro/plot_data.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragen2.repro import plot_data
+
+
+def _metrics_dir(root, steps):
+    for name in plot_data.CURVES:
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("step\tvalue\n" + "".join(f"{s}\t{s / 10}\n" for s in steps))
+    return root
+
+
+def test_copies_each_curve_under_its_condition(tmp_path):
+    none, top_p = _metrics_dir(tmp_path / "a", [0, 25]), _metrics_dir(tmp_path / "b", [0, 25, 50])
+    out = tmp_path / "plots"
+    assert plot_data.main(["--out-dir", str(out), f"none={none}", f"top_p={top_p}"]) == 0
+    for name in plot_data.CURVES:
+        assert (out / "none" / name).read_text() == (none / name).read_text()
+        assert (out / "top_p" / name).read_text() == (top_p / name).read_text()
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*.tsv")) == sorted(
+        f"{c}/{n}" for c in ("none", "top_p") for n in plot_data.CURVES)
+
+
+def test_a_missing_curve_names_the_file(tmp_path):
+    run = _metrics_dir(tmp_path / "a", [0])
+    (run / "filter/kept_ratio.tsv").unlink()
+    with pytest.raises(FileNotFoundError, match="kept_ratio.tsv is missing"):
+        plot_data.copy_curves({"none": run}, tmp_path / "plots")
+
+
+def test_a_source_without_condition_is_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        plot_data.main(["--out-dir", str(tmp_path), str(tmp_path)])
+    assert "is not CONDITION=DIR" in capsys.readouterr().err
