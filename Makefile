@@ -97,7 +97,7 @@ repro: setup
 	done
 	dvc repro -s data warm_starts inputs inputs_realization
 	$(PY) -m ragen2.repro run-stages --workers $(WORKERS) $(NOTEBOOK_STAGES)
-	dvc repro -s claims publish plot_data
+	dvc repro -s claims publish plot_data bundle
 
 # A pipeline of its own beside the paper's, run the way `make repro` runs the paper's: warm starts WORKERS at a time,
 # the stale runs as Ray tasks, WORKERS at a time (one torch thread each), then its notebook stage. $(1): its folder, which holds

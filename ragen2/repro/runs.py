@@ -149,14 +149,26 @@ def _empty_steps() -> pd.DataFrame:
     )
 
 
+METRICS_TABLE = "metrics.parquet"
+"""A bundled run's per-step metrics (:mod:`ragen2.repro.bundle`): :func:`read_metrics_jsonl`'s table, in Parquet."""
+
+
+def _read_steps(run_dir: Path) -> pd.DataFrame:
+    """The run's long per-step table: from ``metrics.jsonl``, else from a bundled run's :data:`METRICS_TABLE`."""
+    if (run_dir / rundir.METRICS).is_file():
+        return read_metrics_jsonl(run_dir / rundir.METRICS)
+    if (run_dir / METRICS_TABLE).is_file():
+        return pd.read_parquet(run_dir / METRICS_TABLE)
+    return _empty_steps()
+
+
 def read_runs(run_dirs: Iterable[str | Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(runs, steps)`` of the given run directories, in their order (see :func:`load_runs`)."""
     run_rows, step_frames = [], []
     for run_dir in map(Path, run_dirs):
         config = rundir.read_config_dict(run_dir)
         summary = rundir.read_summary(run_dir) if (run_dir / rundir.SUMMARY).is_file() else {}
-        metrics_path = run_dir / rundir.METRICS
-        steps = read_metrics_jsonl(metrics_path) if metrics_path.is_file() else _empty_steps()
+        steps = _read_steps(run_dir)
         labels = _labels(config)
         final, best = _final_and_best(steps, SUCCESS_METRIC)
         if math.isnan(final):

@@ -1,0 +1,120 @@
+"""The results bundle: the small part of every run that the analysis reads, committed so a clone has it without training.
+
+A run directory is mostly checkpoints (megabytes per run); what the tables and most figures read is kilobytes: its
+config, summary, per-step metrics and gradient-analysis tables, and the record of the warm start it started from. The
+``bundle`` stage (``python -m ragen2.repro.bundle``) copies those into ``data/bundle/`` with the layout of a run
+directory, the metrics as one Parquet table (``metrics.parquet``: the long table :func:`ragen2.repro.runs.
+read_metrics_jsonl` reads, bit for bit), so :func:`ragen2.repro.runs.read_runs` reads a bundled run as it reads the
+run itself. ``dvc.lock`` records the bundle's hash like any output (``cache: false``: git holds it), and a test keeps
+the committed bundle in step with it.
+
+Not in it: checkpoints, so whatever rolls out a trained policy (prompt tables, sampled reasonings) needs the runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+from ragen2 import rundir
+from ragen2.repro.runs import METRICS_TABLE
+
+BUNDLE_DIR = Path("data/bundle")
+RUN_FILES = (rundir.CONFIG, rundir.SUMMARY, rundir.ENV)
+"""The small files a bundled run keeps as they are, beside its gradient tables (``grad_analysis*.csv``)."""
+WARM_START_RECORD = "warm_start.json"
+
+
+def bundle_run(run_dir: Path, out_dir: Path) -> Path:
+    """Write ``run_dir``'s bundled copy to ``out_dir/<run id>/`` (replacing an older one); the folder written."""
+    from ragen2.fileio import write_text_atomic
+    from ragen2.repro.runs import read_metrics_jsonl
+
+    target = out_dir / run_dir.name
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    for name in RUN_FILES:
+        if (run_dir / name).is_file():
+            write_text_atomic(target / name, (run_dir / name).read_text())
+    for table in sorted(run_dir.glob("grad_analysis*.csv")):
+        write_text_atomic(target / table.name, table.read_text())
+    if (run_dir / rundir.METRICS).is_file():
+        steps = read_metrics_jsonl(run_dir / rundir.METRICS)
+        steps.to_parquet(target / METRICS_TABLE, index=False, compression="zstd")
+    return target
+
+
+def warm_start_of(run_dir: Path) -> str | None:
+    """The warm-start folder name (its key) ``run_dir`` starts from; None for a run without a warm start."""
+    from ragen2.rundir import read_config
+    from ragen2.warmstart import warm_start_key
+
+    cfg = read_config(run_dir)
+    return warm_start_key(cfg) if cfg.warm_start.steps > 0 else None
+
+
+def write_bundle(runs_root: Path, cache_dir: Path, out_dir: Path = BUNDLE_DIR) -> dict[str, int]:
+    """The bundle of every run under ``runs_root`` (``out_dir/runs/``) and of the warm starts they started from
+    (their ``warm_start.json``, from ``cache_dir/warm_start/`` to ``out_dir/warm_start/``: the cache's layout, so the
+    bundle stands in for the cache too), replacing ``out_dir``.
+
+    Returns:
+        how many runs and warm-start records were written.
+    """
+    from ragen2.fileio import write_text_atomic
+    from ragen2.repro.runs import find_run_dirs
+
+    shutil.rmtree(out_dir, ignore_errors=True)
+    runs = find_run_dirs(runs_root)
+    for run_dir in runs:
+        bundle_run(run_dir, out_dir / "runs")
+    keys = sorted({key for key in map(warm_start_of, runs) if key})
+    written = 0
+    for key in keys:
+        record = cache_dir / "warm_start" / key / WARM_START_RECORD
+        if record.is_file():
+            write_text_atomic(out_dir / "warm_start" / key / WARM_START_RECORD, record.read_text())
+            written += 1
+    return {"runs": len(runs), "warm_starts": written}
+
+
+def runs_or_bundle(runs_root: str | Path, cache_dir: str | Path | None = None,
+                   bundle_dir: str | Path | None = None) -> tuple[Path, Path | None]:
+    """Where a notebook reads its runs and warm-start records: ``runs_root`` and ``cache_dir`` where ``runs_root``
+    holds run directories; else, where the committed bundle has runs (a clone that has not trained), the bundle's
+    (announced in one line); else ``runs_root`` and ``cache_dir`` (the notebook then says which studies are missing).
+    ``bundle_dir`` defaults to :data:`BUNDLE_DIR` in the repository."""
+    from ragen2.repro.paths import in_repository
+    from ragen2.repro.runs import find_run_dirs
+
+    def has_runs(root: Path) -> bool:
+        try:
+            return bool(find_run_dirs(root))
+        except FileNotFoundError:
+            return False
+
+    runs_root = Path(runs_root)
+    cache = Path(cache_dir) if cache_dir is not None else None
+    (bundle_dir,) = in_repository(bundle_dir if bundle_dir is not None else BUNDLE_DIR)
+    if has_runs(runs_root) or not has_runs(bundle_dir / "runs"):
+        return runs_root, cache
+    print(f"No runs under {runs_root}: reading the results bundle ({bundle_dir}: the small files of the runs the "
+          "committed results come from, without checkpoints).")
+    return bundle_dir / "runs", bundle_dir if cache is not None else None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ragen2.repro.bundle", description=__doc__.split("\n")[0])
+    parser.add_argument("--runs-root", type=Path, default=Path("data/runs"))
+    parser.add_argument("--cache-dir", type=Path, default=Path("data/cache"))
+    parser.add_argument("--out-dir", type=Path, default=BUNDLE_DIR)
+    args = parser.parse_args(argv)
+    counts = write_bundle(args.runs_root, args.cache_dir, args.out_dir)
+    print(f"bundled {counts['runs']} runs and {counts['warm_starts']} warm-start records into {args.out_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

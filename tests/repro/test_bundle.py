@@ -1,0 +1,100 @@
+"""Tests for the results bundle (ragen2/repro/bundle.py): a bundled run reads as the run, and the committed bundle is
+the one dvc.lock records."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from ragen2.fileio import write_json_atomic
+from ragen2.repro import bundle
+from ragen2.repro.runs import METRICS_TABLE, find_run_dirs, read_grad_tables, read_runs
+from tests.repro.dvcyaml import REPO
+
+
+def _trained_looking_run(root: Path, run_id: str, warm_start_steps: int) -> Path:
+    """A run directory written with the trainer's own writers: config, metrics (with a NaN), summary, a gradient
+    table, env.json and a checkpoint."""
+    from ragen2.config import RunConfig, apply_overrides, to_dict
+    from ragen2.trainer.loop import summarize
+    from ragen2.trainer.runlog import RunLogger
+
+    run_dir = root / run_id
+    run_dir.mkdir(parents=True)
+    cfg = apply_overrides(RunConfig(), ["seed=1", "trainer.algo=grpo", f"warm_start.steps={warm_start_steps}"])
+    write_json_atomic(run_dir / "config.json", to_dict(cfg))
+    logger = RunLogger(run_dir)
+    logger.log(0, {"val/success": 0.25, "collapse_first_turn/mi_zscore": float("nan")})
+    logger.log(1, {"filter/kept_ratio": 0.75, "actor/entropy": 1.0 / 3.0})
+    logger.log(1, {"filter/kept_ratio": 0.5})  # a resumed step: the last value counts
+    logger.log(2, {"val/success": 0.5, "rollout/response_length_mean": 12.25})
+    logger.close()
+    write_json_atomic(run_dir / "summary.json", summarize(logger.history, None, {}, 2))
+    write_json_atomic(run_dir / "env.json", {"cpu_model": "test"})
+    pd.DataFrame({"step": [1, 1], "bucket": ["1", "all"], "rv_mean": [0.0, 0.2], "task_norm": [0.0, 1.0],
+                  "reg_norm": [0.1, 0.1]}).to_csv(run_dir / "grad_analysis.csv", index=False)
+    (run_dir / "checkpoints").mkdir()
+    (run_dir / "checkpoints" / "step_000002.pt").write_bytes(b"\0" * 1000)
+    return run_dir
+
+
+def test_a_bundled_run_reads_as_the_run_itself(tmp_path):
+    runs_root = tmp_path / "runs"
+    _trained_looking_run(runs_root, "frozenlake__grpo__none__main__s1", 0)
+    _trained_looking_run(runs_root, "frozenlake__grpo__topp0p9__main__s1", 0)
+    counts = bundle.write_bundle(runs_root, tmp_path / "cache", tmp_path / "bundle")
+    assert counts == {"runs": 2, "warm_starts": 0}
+    originals, bundled = find_run_dirs(runs_root), find_run_dirs(tmp_path / "bundle" / "runs")
+    for got, want in zip(read_runs(bundled), read_runs(originals)):
+        pd.testing.assert_frame_equal(got, want, check_exact=True)
+    pd.testing.assert_frame_equal(read_grad_tables(bundled), read_grad_tables(originals), check_exact=True)
+    kept = sorted(p.name for p in bundled[0].iterdir())
+    assert kept == sorted(["config.json", "summary.json", "env.json", "grad_analysis.csv", METRICS_TABLE])
+
+
+def test_the_bundle_keeps_the_records_of_the_warm_starts_its_runs_start_from(tmp_path):
+    from ragen2.rundir import read_config
+    from ragen2.warmstart import warm_start_key
+
+    run = _trained_looking_run(tmp_path / "runs", "frozenlake__grpo__none__main__s1", 300)
+    key = warm_start_key(read_config(run))
+    for name in (key, "someotherkey"):
+        write_json_atomic(tmp_path / "cache" / "warm_start" / name / "warm_start.json", {"greedy_success": 0.5})
+    (tmp_path / "bundle" / "stale").mkdir(parents=True)
+    assert bundle.write_bundle(tmp_path / "runs", tmp_path / "cache", tmp_path / "bundle")["warm_starts"] == 1
+    assert [p.name for p in (tmp_path / "bundle" / "warm_start").iterdir()] == [key]
+    assert not (tmp_path / "bundle" / "stale").exists()  # the bundle is rewritten whole
+
+
+def test_notebooks_read_the_runs_else_the_bundle(tmp_path, capsys):
+    runs, cache, packed = tmp_path / "runs", tmp_path / "cache", tmp_path / "bundle"
+    assert bundle.runs_or_bundle(runs, cache, packed) == (runs, cache)  # neither: the notebook names what is missing
+    _trained_looking_run(tmp_path / "elsewhere", "frozenlake__grpo__none__main__s1", 0)
+    bundle.write_bundle(tmp_path / "elsewhere", cache, packed)
+    assert bundle.runs_or_bundle(runs, cache, packed) == (packed / "runs", packed)
+    assert bundle.runs_or_bundle(runs, None, packed) == (packed / "runs", None)
+    assert "No runs under" in capsys.readouterr().out
+    _trained_looking_run(runs, "frozenlake__grpo__none__main__s2", 0)
+    assert bundle.runs_or_bundle(runs, cache, packed) == (runs, cache)  # runs of its own win
+
+
+def _dvc_dir_md5(folder: Path) -> str:
+    """DVC's hash of a directory output: the md5 of the sorted (relative path, file md5) list as JSON, plus .dir."""
+    entries = sorted(({"md5": hashlib.md5(p.read_bytes()).hexdigest(), "relpath": p.relative_to(folder).as_posix()}
+                      for p in folder.rglob("*") if p.is_file()), key=lambda e: e["relpath"])
+    return hashlib.md5(json.dumps(entries, sort_keys=True).encode()).hexdigest() + ".dir"
+
+
+def test_the_committed_bundle_is_the_one_dvc_lock_records():
+    """data/bundle is what the pipeline last wrote: rerun it (make repro) instead of editing the bundle."""
+    lock = yaml.safe_load((REPO / "dvc.lock").read_text())["stages"]
+    if "bundle" not in lock:
+        pytest.skip("dvc.lock has no bundle stage yet (the pipeline has not run since the stage was added)")
+    (out,) = lock["bundle"]["outs"]
+    assert out["path"] == "data/bundle"
+    assert _dvc_dir_md5(REPO / "data" / "bundle") == out["md5"], "data/bundle differs from dvc.lock: make repro"
