@@ -8,7 +8,9 @@ read_metrics_jsonl` reads, bit for bit), so :func:`ragen2.repro.runs.read_runs` 
 run itself. ``dvc.lock`` records the bundle's hash like any output (``cache: false``: git holds it), and a test keeps
 the committed bundle in step with it.
 
-Not in it: checkpoints, so whatever rolls out a trained policy (prompt tables, sampled reasonings) needs the runs.
+Not in it: checkpoints. What the notebooks compute by rolling a trained policy out (prompt tables, sampled
+reasonings) is kept beside it by the notebook stages (``data/bundle/products/``, :mod:`ragen2.repro.products`).
+Notebooks find the bundle with :func:`runs_or_bundle` where no run was trained.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ BUNDLE_DIR = Path("data/bundle")
 RUN_FILES = (rundir.CONFIG, rundir.SUMMARY, rundir.ENV)
 """The small files a bundled run keeps as they are, beside its gradient tables (``grad_analysis*.csv``)."""
 WARM_START_RECORD = "warm_start.json"
+BUNDLE_PARTS = ("runs", "warm_start")
+"""The bundle stage's folders in the bundle; ``products/`` beside them is written by the notebooks
+(:mod:`ragen2.repro.products`)."""
 
 
 def bundle_run(run_dir: Path, out_dir: Path) -> Path:
@@ -58,7 +63,8 @@ def warm_start_of(run_dir: Path) -> str | None:
 def write_bundle(runs_root: Path, cache_dir: Path, out_dir: Path = BUNDLE_DIR) -> dict[str, int]:
     """The bundle of every run under ``runs_root`` (``out_dir/runs/``) and of the warm starts they started from
     (their ``warm_start.json``, from ``cache_dir/warm_start/`` to ``out_dir/warm_start/``: the cache's layout, so the
-    bundle stands in for the cache too), replacing ``out_dir``.
+    bundle stands in for the cache too), replacing both folders (:data:`BUNDLE_PARTS`; the notebooks' products
+    beside them are theirs).
 
     Returns:
         how many runs and warm-start records were written.
@@ -66,7 +72,8 @@ def write_bundle(runs_root: Path, cache_dir: Path, out_dir: Path = BUNDLE_DIR) -
     from ragen2.fileio import write_text_atomic
     from ragen2.repro.runs import find_run_dirs
 
-    shutil.rmtree(out_dir, ignore_errors=True)
+    for part in BUNDLE_PARTS:
+        shutil.rmtree(out_dir / part, ignore_errors=True)
     runs = find_run_dirs(runs_root)
     for run_dir in runs:
         bundle_run(run_dir, out_dir / "runs")

@@ -61,6 +61,12 @@ RUN_ARTIFACTS = {
 that every output its DVC stage declares exists (a test compares them with the notebooks' ``save_*`` calls)."""
 
 
+PRODUCT_NOTEBOOKS = ("01_template_collapse", "04_rv_quartiles", "07_training_dynamics")
+"""Notebooks that compute tables from checkpoints (sampled reasonings, prompt tables) and keep them in
+``data/bundle/products/<notebook>/`` when told to (their ``write_products`` parameter; :mod:`ragen2.repro.products`),
+so a clone without runs shows them."""
+
+
 OWN_PIPELINE_NOTEBOOKS = {"09_regime_map": "regime_map/dvc.yaml", "10_multiturn_curves": "curves/dvc.yaml",
                           "11_learning_screen": "screen/dvc.yaml"}
 """Notebooks executed by a pipeline of their own (its ``dvc.yaml``), not by the paper's: the regime map, the
@@ -108,15 +114,18 @@ def cell_timeout(cell) -> int:
 
 def run_notebook(notebook: str, *, runs_root: str = "data/runs", fig_dir: str = "paper_figures",
                  executed_dir: str | Path = "data/executed", notebooks_dir: str | Path = "notebooks",
-                 params: str | Path = "params.yaml") -> Path:
+                 params: str | Path = "params.yaml", write_products: bool = False) -> Path:
     """Execute ``notebooks_dir/<notebook>.ipynb`` into ``executed_dir`` with its parameters; the executed copy.
 
-    The kernel runs in the current directory, where ``runs_root`` and ``fig_dir`` are resolved.
+    The kernel runs in the current directory, where ``runs_root`` and ``fig_dir`` are resolved. ``write_products``:
+    a notebook of :data:`PRODUCT_NOTEBOOKS` keeps what it computes from checkpoints in the results bundle.
     """
     import papermill
     from nbclient.exceptions import DeadKernelError
 
     parameters = {"runs_root": runs_root, "fig_dir": fig_dir, **notebook_parameters(notebook, params)}
+    if write_products and notebook in PRODUCT_NOTEBOOKS:
+        parameters["write_products"] = True
     Path(fig_dir).mkdir(parents=True, exist_ok=True)
     out = Path(executed_dir) / f"{notebook}.ipynb"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -186,13 +195,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--fig-dir", default="paper_figures")
     run.add_argument("--executed-dir", default="data/executed")
     run.add_argument("--params", default="params.yaml")
+    run.add_argument("--write-products", action="store_true",
+                     help="keep what the notebook computes from checkpoints in data/bundle/products/ (the pipeline's)")
     inputs = sub.add_parser("inputs", help="write the run hashes each notebook depends on")
     inputs.add_argument("--runs-root", default="data/runs")
     inputs.add_argument("--out-dir", default="data/inputs")
     args = parser.parse_args(argv)
     if args.command == "run":
         out = run_notebook(args.notebook, runs_root=args.runs_root, fig_dir=args.fig_dir,
-                           executed_dir=args.executed_dir, params=args.params)
+                           executed_dir=args.executed_dir, params=args.params, write_products=args.write_products)
         print(f"executed {out}")
     else:
         paths = write_input_manifests(args.runs_root, args.out_dir)

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ragen2.evaluate import load_run_policy
+from ragen2.repro.products import computed_or_kept, has_checkpoints
 from ragen2.rundir import read_config_dict
 
 PHASE_CHECKPOINTS = {"start": "initial", "mid": "mid", "end": "latest"}
@@ -88,7 +89,8 @@ WARM_START_SECTIONS = ("env", "policy", "warm_start", "rollout")
 
 
 def prompt_tables(runs_root: str | Path, run_ids: Sequence[str], phases: Sequence[str] = ("start", "end"),
-                  *, start_label: str = "warm start", workers: int = 1, **kwargs: Any) -> pd.DataFrame:
+                  *, start_label: str = "warm start", workers: int = 1, products_dir: str | Path | None = None,
+                  write_products: bool = False, **kwargs: Any) -> pd.DataFrame:
     """:func:`prompt_level_table` of several runs and phases, concatenated; the warm start once.
 
     The ``start`` phase is the policy RL started from, not something a run produced: runs whose configs
@@ -106,6 +108,9 @@ def prompt_tables(runs_root: str | Path, run_ids: Sequence[str], phases: Sequenc
         phases: phases of :func:`prompt_level_table` (``start`` handled as above).
         start_label: ``run_id`` of the warm-start rows.
         workers: processes computing tables side by side (1: all in this process).
+        products_dir: where the tables of runs without checkpoints (bundled runs) are read from, and, with
+            ``write_products``, where computed ones are kept (:mod:`ragen2.repro.products`).
+        write_products: keep every computed table in ``products_dir``.
         **kwargs: passed to :func:`prompt_level_table` (``num_prompts``, ``group_size``, ``cache_dir``, ...).
     """
     if not len(run_ids):
@@ -123,15 +128,22 @@ def prompt_tables(runs_root: str | Path, run_ids: Sequence[str], phases: Sequenc
         for k, (rid, env) in enumerate(starts.values()):
             jobs.append((root / rid, "start", start_label if len(starts) == 1 else f"{start_label} {k + 1} ({env})"))
     jobs += [(root / rid, phase, None) for rid in run_ids for phase in phases if phase != "start"]
-    if workers == 1 or len(jobs) == 1:
-        parts = [_one_thread_table(job, kwargs) for job in jobs]
+    todo = [i for i, job in enumerate(jobs) if has_checkpoints(job[0])]  # a bundled run has none: its tables were kept
+    if workers == 1 or len(todo) <= 1:
+        done = [_one_thread_table(jobs[i], kwargs) for i in todo]
     else:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        with ProcessPoolExecutor(max_workers=min(workers, len(jobs)),
+        with ProcessPoolExecutor(max_workers=min(workers, len(todo)),
                                  mp_context=multiprocessing.get_context("spawn")) as pool:
-            parts = list(pool.map(_one_thread_table, jobs, [kwargs] * len(jobs)))
+            done = list(pool.map(_one_thread_table, [jobs[i] for i in todo], [kwargs] * len(todo)))
+    computed = dict(zip(todo, done))
+    settings = {k: v for k, v in kwargs.items() if k != "cache_dir"}  # where the warm start is cached changes nothing
+    parts = [computed_or_kept("prompt_table", {"run_id": run_dir.name, "phase": phase, "label": label, **settings},
+                              lambda i=i: computed[i], can_compute=i in computed, products_dir=products_dir,
+                              write=write_products)
+             for i, (run_dir, phase, label) in enumerate(jobs)]
     return pd.concat(parts, ignore_index=True)
 
 

@@ -21,25 +21,41 @@ FIRST_BOARD = 900_000
 
 def sample_reasonings(run_dir: str | Path, phases: Sequence[str] = ("start", "mid", "end"), *, boards: int = 3,
                       samples: int = 2, cache_dir: str | Path = "data/cache", first_seed: int = FIRST_BOARD,
-                      seed: int = 0) -> pd.DataFrame:
+                      seed: int = 0, products_dir: str | Path | None = None,
+                      write_products: bool = False) -> pd.DataFrame:
     """First-turn reasonings of a run's policy at ``phases`` on ``boards`` fixed boards (env seeds from ``first_seed``).
 
-    The same boards and sampling seed for every phase and run, so texts can be compared side by side.
+    The same boards and sampling seed for every phase and run, so texts can be compared side by side. A bundled run
+    (no checkpoints) gets the texts kept in ``products_dir``; ``write_products`` keeps computed ones there
+    (:mod:`ragen2.repro.products`).
 
     Returns:
         ``run_id, phase, board, sample, reasoning, actions, success`` (one row per sampled episode).
     """
+    from ragen2.repro.products import computed_or_kept, has_checkpoints
+    from ragen2.repro.prompt_tables import PHASE_CHECKPOINTS
+
+    bad = [phase for phase in phases if phase not in PHASE_CHECKPOINTS]
+    if bad:
+        raise ValueError(f"phase must be one of {sorted(PHASE_CHECKPOINTS)}, got {bad[0]!r}")
+    run_dir = Path(run_dir)
+    key = {"run_id": run_dir.name, "phases": list(phases), "boards": boards, "samples": samples,
+           "first_seed": first_seed, "seed": seed}
+    return computed_or_kept("reasonings", key, lambda: _sample(run_dir, phases, boards, samples, cache_dir,
+                                                                first_seed, seed),
+                            can_compute=has_checkpoints(run_dir), products_dir=products_dir, write=write_products)
+
+
+def _sample(run_dir: Path, phases: Sequence[str], boards: int, samples: int, cache_dir: str | Path, first_seed: int,
+            seed: int) -> pd.DataFrame:
     import torch
 
     from ragen2.evaluate import load_run_policy
     from ragen2.repro.prompt_tables import PHASE_CHECKPOINTS
     from ragen2.rollout.collect import collect_rollouts
 
-    run_dir = Path(run_dir)
     rows = []
     for phase in phases:
-        if phase not in PHASE_CHECKPOINTS:
-            raise ValueError(f"phase must be one of {sorted(PHASE_CHECKPOINTS)}, got {phase!r}")
         cfg, model, tokenizer = load_run_policy(run_dir, PHASE_CHECKPOINTS[phase], cache_dir)
         seeds = [first_seed + i for i in range(boards)]
         with torch.no_grad():

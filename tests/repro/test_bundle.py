@@ -65,10 +65,12 @@ def test_the_bundle_keeps_the_records_of_the_warm_starts_its_runs_start_from(tmp
     key = warm_start_key(read_config(run))
     for name in (key, "someotherkey"):
         write_json_atomic(tmp_path / "cache" / "warm_start" / name / "warm_start.json", {"greedy_success": 0.5})
-    (tmp_path / "bundle" / "stale").mkdir(parents=True)
+    (tmp_path / "bundle" / "runs" / "stale").mkdir(parents=True)
+    (tmp_path / "bundle" / "products").mkdir()
     assert bundle.write_bundle(tmp_path / "runs", tmp_path / "cache", tmp_path / "bundle")["warm_starts"] == 1
     assert [p.name for p in (tmp_path / "bundle" / "warm_start").iterdir()] == [key]
-    assert not (tmp_path / "bundle" / "stale").exists()  # the bundle is rewritten whole
+    assert not (tmp_path / "bundle" / "runs" / "stale").exists()  # its folders are rewritten whole
+    assert (tmp_path / "bundle" / "products").is_dir()  # the notebooks' products are left alone
 
 
 def test_notebooks_read_the_runs_else_the_bundle(tmp_path, capsys):
@@ -91,10 +93,15 @@ def _dvc_dir_md5(folder: Path) -> str:
 
 
 def test_the_committed_bundle_is_the_one_dvc_lock_records():
-    """data/bundle is what the pipeline last wrote: rerun it (make repro) instead of editing the bundle."""
+    """data/bundle is what the pipeline last wrote (the bundle stage's folders, the notebooks' products): rerun it
+    (make repro) instead of editing the bundle."""
     lock = yaml.safe_load((REPO / "dvc.lock").read_text())["stages"]
+    outs = {o["path"]: o["md5"] for stage in lock.values() for o in stage.get("outs", [])
+            if o["path"].startswith("data/bundle/")}
     if "bundle" not in lock:
         pytest.skip("dvc.lock has no bundle stage yet (the pipeline has not run since the stage was added)")
-    (out,) = lock["bundle"]["outs"]
-    assert out["path"] == "data/bundle"
-    assert _dvc_dir_md5(REPO / "data" / "bundle") == out["md5"], "data/bundle differs from dvc.lock: make repro"
+    assert {"data/bundle/runs", "data/bundle/warm_start"} <= set(outs)
+    assert sorted(p.relative_to(REPO).as_posix() for p in (REPO / "data" / "bundle").iterdir()
+                  if p.name != "products") == ["data/bundle/runs", "data/bundle/warm_start"]
+    for path, md5 in outs.items():
+        assert _dvc_dir_md5(REPO / path) == md5, f"{path} differs from dvc.lock: make repro"

@@ -179,7 +179,9 @@ def test_dvc_yaml_defines_the_notebook_stages_once_and_each_depends_on_its_own_i
     for nb in NOTEBOOK_STUDIES:
         stage = stages[f"nb_{nb}"]
         assert stage["cmd"] == (f"python -m ragen2.repro.notebook_stages run {nb} --runs-root data/runs "
-                                "--fig-dir paper_figures")
+                                "--fig-dir paper_figures --write-products")
+        products = [o for o in paths(stage["outs"]) if o.startswith("data/bundle/")]
+        assert products == ([f"data/bundle/products/{nb}"] if nb in notebook_stages.PRODUCT_NOTEBOOKS else []), nb
         assert f"data/inputs/{nb}.json" in stage["deps"] and "data/runs" not in stage["deps"]
         assert stage["params"] == [f"pipeline.notebooks.{parameters_key(nb)}"]
         assert all(o == f"data/executed/{nb}.ipynb" or o[next(iter(o))] == {"cache": False} for o in stage["outs"])
@@ -219,6 +221,19 @@ def test_plots_draw_metrics_the_trainer_logs_for_runs_every_profile_trains():
     assert run_ids == {"frozenlake__grpo__none__main__s0", "frozenlake__grpo__topp0p9__main__s0"}
     for name in PROFILE_NAMES:
         assert run_ids <= set(build(name).runs), name
+
+
+def test_the_product_notebooks_are_those_with_the_parameters_to_keep_their_tables():
+    """--write-products reaches exactly the notebooks that declare write_products and products_dir (papermill would
+    inject it into any other as an unknown name)."""
+    declaring = set()
+    for nb in NOTEBOOK_STUDIES:
+        book = nbformat.read(REPO / "notebooks" / f"{nb}.ipynb", as_version=4)
+        params = next(c for c in book.cells if "parameters" in c.metadata.get("tags", []))
+        if "write_products = False" in params.source:
+            assert f'products_dir = "data/bundle/products/{nb}"' in params.source, nb
+            declaring.add(nb)
+    assert declaring == set(notebook_stages.PRODUCT_NOTEBOOKS)
 
 
 def test_plots_show_every_committed_figure_as_an_image():

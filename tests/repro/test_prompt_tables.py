@@ -34,7 +34,7 @@ def test_prompt_tables_roll_the_warm_start_out_once_per_distinct_warm_start(tmp_
     configs = {"r1": shared, "r2": {**shared, "trainer": {"algo": "ppo"}}, "r3": shared,
                "s1": {**shared, "env": {"name": "sokoban"}}}
     for rid, cfg in configs.items():
-        (tmp_path / rid).mkdir()
+        (tmp_path / rid / "checkpoints").mkdir(parents=True)
         (tmp_path / rid / "config.json").write_text(json.dumps(cfg))
     table = prompt_tables.prompt_tables(tmp_path, ["r1", "r2", "r3"], phases=("start", "end"))
     assert calls == [("r1", "start"), ("r1", "end"), ("r2", "end"), ("r3", "end")]
@@ -43,6 +43,26 @@ def test_prompt_tables_roll_the_warm_start_out_once_per_distinct_warm_start(tmp_
     table = prompt_tables.prompt_tables(tmp_path, ["r1", "s1", "r2"], phases=("start", "end"))
     assert calls.count(("r1", "start")) == 1 and calls.count(("s1", "start")) == 1 and ("r2", "start") not in calls
     assert sorted(table.query("phase == 'start'")["run_id"]) == ["warm start 1 (frozenlake)", "warm start 2 (sokoban)"]
+
+
+def test_a_run_without_checkpoints_reads_the_tables_kept_when_it_had_them(tmp_path, monkeypatch):
+    """The pipeline keeps each table it computes (write_products); a bundled run (no checkpoints) reads them back
+    equal, and one whose tables were not kept names what is missing."""
+    monkeypatch.setattr(prompt_tables, "prompt_level_table", lambda run_dir, *, phase="end", **kw: pd.DataFrame(
+        {"prompt": [0, 1], "reward": [0.5, 1.0 / 3.0], "phase": [phase] * 2, "run_id": [run_dir.name] * 2}))
+    for rid in ("r1", "r2"):
+        (tmp_path / "runs" / rid / "checkpoints").mkdir(parents=True)
+        (tmp_path / "runs" / rid / "config.json").write_text(json.dumps({"env": {"name": "frozenlake"}}))
+    kept = tmp_path / "products"
+    args = dict(phases=("start", "end"), num_prompts=2, group_size=4, products_dir=kept)
+    computed = prompt_tables.prompt_tables(tmp_path / "runs", ["r1", "r2"], write_products=True, **args)
+    assert len(list(kept.glob("prompt_table-*.parquet"))) == 3  # the warm start once, each run's end
+    for rid in ("r1", "r2"):
+        (tmp_path / "runs" / rid / "checkpoints").rmdir()
+    monkeypatch.setattr(prompt_tables, "prompt_level_table", None)  # nothing may be computed now
+    pd.testing.assert_frame_equal(prompt_tables.prompt_tables(tmp_path / "runs", ["r1", "r2"], **args), computed)
+    with pytest.raises(FileNotFoundError, match="no checkpoints to compute the prompt_table"):
+        prompt_tables.prompt_tables(tmp_path / "runs", ["r1"], **{**args, "num_prompts": 3})
 
 
 def test_prompt_tables_reject_zero_workers(tmp_path):

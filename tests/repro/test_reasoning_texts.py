@@ -51,3 +51,21 @@ def test_plane_steps_smooths_each_runs_readings_in_step_order():
     assert plane["mi"].tolist() == pytest.approx([0.9, 0.75, 0.45])
     assert plane["cond_entropy"].tolist() == pytest.approx([0.3, 0.35, 0.45])
     assert cc.plane_steps(pd.DataFrame(columns=["run_id", "condition", "seed", "step", "metric", "value"])).empty
+
+
+def test_sampled_texts_of_a_bundled_run_are_the_ones_kept_when_it_was_trained(tmp_path, monkeypatch):
+    from ragen2.repro import reasoning_texts
+
+    run = tmp_path / "runs" / "frozenlake__grpo__none__main__s0"
+    (run / "checkpoints").mkdir(parents=True)
+    monkeypatch.setattr(reasoning_texts, "_sample", lambda run_dir, phases, *rest: pd.DataFrame(
+        {"run_id": [run_dir.name] * len(phases), "phase": list(phases), "reasoning": ["go left"] * len(phases)}))
+    computed = reasoning_texts.sample_reasonings(run, boards=2, products_dir=tmp_path / "kept", write_products=True)
+    (run / "checkpoints").rmdir()
+    monkeypatch.setattr(reasoning_texts, "_sample", None)  # nothing may be computed now
+    pd.testing.assert_frame_equal(reasoning_texts.sample_reasonings(run, boards=2, products_dir=tmp_path / "kept"),
+                                  computed)
+    with pytest.raises(FileNotFoundError, match="no checkpoints to compute the reasonings"):
+        reasoning_texts.sample_reasonings(run, boards=3, products_dir=tmp_path / "kept")
+    with pytest.raises(ValueError, match="phase must be one of"):
+        reasoning_texts.sample_reasonings(run, phases=("late",), products_dir=tmp_path / "kept")
