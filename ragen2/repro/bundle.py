@@ -62,8 +62,8 @@ def warm_start_of(run_dir: Path) -> str | None:
 
 def write_bundle(runs_root: Path, cache_dir: Path, out_dir: Path = BUNDLE_DIR) -> dict[str, int]:
     """The bundle of every run under ``runs_root`` (``out_dir/runs/``) and of the warm starts they started from
-    (their ``warm_start.json``, from ``cache_dir/warm_start/`` to ``out_dir/warm_start/``: the cache's layout, so the
-    bundle stands in for the cache too), replacing both folders (:data:`BUNDLE_PARTS`; the notebooks' products
+    (their ``warm_start.json`` and the hash of their weights, from ``cache_dir/warm_start/`` to
+    ``out_dir/warm_start/``: the cache's layout, so the bundle stands in for the cache in the warm-start table), replacing both folders (:data:`BUNDLE_PARTS`; the notebooks' products
     beside them are theirs).
 
     Returns:
@@ -71,6 +71,7 @@ def write_bundle(runs_root: Path, cache_dir: Path, out_dir: Path = BUNDLE_DIR) -
     """
     from ragen2.fileio import write_text_atomic
     from ragen2.repro.runs import find_run_dirs
+    from ragen2.repro.warm_starts import WEIGHTS_HASH_FILE, weights_sha256
 
     for part in BUNDLE_PARTS:
         shutil.rmtree(out_dir / part, ignore_errors=True)
@@ -83,6 +84,7 @@ def write_bundle(runs_root: Path, cache_dir: Path, out_dir: Path = BUNDLE_DIR) -
         record = cache_dir / "warm_start" / key / WARM_START_RECORD
         if record.is_file():
             write_text_atomic(out_dir / "warm_start" / key / WARM_START_RECORD, record.read_text())
+            write_text_atomic(out_dir / "warm_start" / key / WEIGHTS_HASH_FILE, weights_sha256(record.parent) + "\n")
             written += 1
     return {"runs": len(runs), "warm_starts": written}
 

@@ -125,6 +125,11 @@ def run_notebook(notebook: str, *, runs_root: str = "data/runs", fig_dir: str = 
 
     parameters = {"runs_root": runs_root, "fig_dir": fig_dir, **notebook_parameters(notebook, params)}
     if write_products and notebook in PRODUCT_NOTEBOOKS:
+        import shutil
+
+        from ragen2.repro.products import PRODUCTS_ROOT
+
+        shutil.rmtree(PRODUCTS_ROOT / notebook, ignore_errors=True)  # only what this execution computes is kept
         parameters["write_products"] = True
     Path(fig_dir).mkdir(parents=True, exist_ok=True)
     out = Path(executed_dir) / f"{notebook}.ipynb"

@@ -21,6 +21,10 @@ import pandas as pd
 from ragen2 import rundir
 
 
+PRODUCTS_ROOT = Path("data/bundle/products")
+"""Where the pipeline's notebook stages keep their tables, one folder per notebook (relative to the repository)."""
+
+
 def has_checkpoints(run_dir: str | Path) -> bool:
     """Whether ``run_dir`` holds checkpoints (a trained run), not only its bundled files."""
     return (Path(run_dir) / rundir.CHECKPOINTS).is_dir()

@@ -27,10 +27,17 @@ COLUMNS = ("warm_start", "env", "sft_steps", "template_fraction", "sft_seed", "g
            "greedy_template_share", "final_loss", "weights_sha256", "runs")
 
 
+WEIGHTS_HASH_FILE = "weights.sha256"
+"""A bundled warm start's record of :func:`weights_sha256` (the bundle keeps no weights: :mod:`ragen2.repro.bundle`)."""
+
+
 def weights_sha256(policy_dir: str | Path) -> str:
-    """SHA-256 over the policy's weight files (``*.safetensors``, in name order)."""
+    """SHA-256 over the policy's weight files (``*.safetensors``, in name order); for a bundled warm start, which
+    has no weights, the hash recorded in its :data:`WEIGHTS_HASH_FILE`."""
     digest = hashlib.sha256()
     files = sorted(Path(policy_dir).glob("*.safetensors"))
+    if not files and (Path(policy_dir) / WEIGHTS_HASH_FILE).is_file():
+        return (Path(policy_dir) / WEIGHTS_HASH_FILE).read_text().strip()
     if not files:
         raise FileNotFoundError(f"{policy_dir} holds no *.safetensors weights")
     for path in files:

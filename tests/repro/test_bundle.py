@@ -58,6 +58,7 @@ def test_a_bundled_run_reads_as_the_run_itself(tmp_path):
 
 
 def test_the_bundle_keeps_the_records_of_the_warm_starts_its_runs_start_from(tmp_path):
+    from ragen2.repro.warm_starts import weights_sha256
     from ragen2.rundir import read_config
     from ragen2.warmstart import warm_start_key
 
@@ -65,10 +66,14 @@ def test_the_bundle_keeps_the_records_of_the_warm_starts_its_runs_start_from(tmp
     key = warm_start_key(read_config(run))
     for name in (key, "someotherkey"):
         write_json_atomic(tmp_path / "cache" / "warm_start" / name / "warm_start.json", {"greedy_success": 0.5})
+        (tmp_path / "cache" / "warm_start" / name / "model.safetensors").write_bytes(b"weights")
     (tmp_path / "bundle" / "runs" / "stale").mkdir(parents=True)
     (tmp_path / "bundle" / "products").mkdir()
     assert bundle.write_bundle(tmp_path / "runs", tmp_path / "cache", tmp_path / "bundle")["warm_starts"] == 1
     assert [p.name for p in (tmp_path / "bundle" / "warm_start").iterdir()] == [key]
+    assert weights_sha256(tmp_path / "bundle" / "warm_start" / key) == weights_sha256(tmp_path / "cache" / "warm_start"
+                                                                                        / key)
+    assert not list((tmp_path / "bundle").rglob("*.safetensors"))
     assert not (tmp_path / "bundle" / "runs" / "stale").exists()  # its folders are rewritten whole
     assert (tmp_path / "bundle" / "products").is_dir()  # the notebooks' products are left alone
 
