@@ -20,7 +20,6 @@ import pandas as pd
 
 from ragen2 import rundir
 
-
 PRODUCTS_ROOT = Path("data/bundle/products")
 """Where the pipeline's notebook stages keep their tables, one folder per notebook (relative to the repository)."""
 
