@@ -1,0 +1,49 @@
+"""A clone that has trained nothing: notebooks 01-08, opened as committed, run on the results bundle alone and draw
+the committed figures and tables byte for byte.
+
+Slow (the eight notebooks, about four minutes on 2 cores): ``make test-slow``. Skipped until the pipeline has written
+the bundle (``data/bundle/runs``).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ragen2.repro.notebook_stages import NOTEBOOK_STUDIES
+from tests.repro.dvcyaml import REPO
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def fresh_clone(tmp_path_factory) -> Path:
+    """The files a clone has, without runs, caches or outputs: code is the installed package."""
+    if not (REPO / "data" / "bundle" / "runs").is_dir():
+        pytest.skip("no results bundle yet (make repro writes data/bundle)")
+    root = tmp_path_factory.mktemp("clone")
+    for name in ("dvc.yaml", "params.yaml", "pyproject.toml"):
+        shutil.copy(REPO / name, root / name)
+    shutil.copytree(REPO / "notebooks", root / "notebooks")
+    shutil.copytree(REPO / "data" / "bundle", root / "data" / "bundle")
+    return root
+
+
+@pytest.mark.parametrize("notebook", list(NOTEBOOK_STUDIES))
+def test_a_notebook_draws_the_committed_results_from_the_bundle(fresh_clone, notebook):
+    import papermill
+
+    out, figures = fresh_clone / "executed" / f"{notebook}.ipynb", fresh_clone / "figures" / notebook
+    out.parent.mkdir(exist_ok=True)
+    papermill.execute_notebook(str(fresh_clone / "notebooks" / f"{notebook}.ipynb"), str(out), progress_bar=False,
+                               parameters={"fig_dir": str(figures)}, cwd=str(fresh_clone / "notebooks"),
+                               kernel_name="python3")  # from its own folder, as JupyterLab runs it
+    assert "reading the results bundle" in out.read_text()
+    written = sorted(figures.glob("*"))
+    assert written, "the notebook wrote no figure or table"
+    for path in written:
+        committed = REPO / "paper_figures" / path.name
+        assert committed.is_file(), f"{path.name} is not a committed result"
+        assert path.read_bytes() == committed.read_bytes(), f"{notebook}: {path.name} differs from the committed one"
