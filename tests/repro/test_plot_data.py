@@ -37,3 +37,27 @@ def test_a_source_without_condition_is_refused(tmp_path, capsys):
     with pytest.raises(SystemExit):
         plot_data.main(["--out-dir", str(tmp_path), str(tmp_path)])
     assert "is not CONDITION=DIR" in capsys.readouterr().err
+
+
+def test_dvc_plots_show_draws_every_plot_in_a_clone_without_runs(tmp_path):
+    """dvc.yaml, params.yaml, .dvc/ and paper_figures/ (what a clone has; no data/runs): every plot loads, the curves
+    from their committed copies and each figure as an image, without a failure note."""
+    import shutil
+    import subprocess
+    import sys
+
+    from tests.repro.dvcyaml import REPO, resolved
+
+    for name in ("dvc.yaml", "params.yaml"):
+        shutil.copy(REPO / name, tmp_path / name)
+    shutil.copytree(REPO / "paper_figures", tmp_path / "paper_figures")
+    (tmp_path / ".dvc").mkdir()
+    shutil.copy(REPO / ".dvc" / "config", tmp_path / ".dvc" / "config")
+    proc = subprocess.run([sys.executable, "-m", "dvc", "plots", "show", "-o", "out"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "failed to load" not in proc.stdout + proc.stderr, proc.stderr[-2000:]
+    page = (tmp_path / "out" / "index.html").read_text()
+    images = [p for p in resolved()["plots"] if isinstance(p, str)]
+    assert page.count("<img") == len(images) and len(list((tmp_path / "out" / "static").glob("*.png"))) == len(images)
+    for name in ("validation_success", "mi_proxy", "kept_ratio"):
+        assert name in page
