@@ -60,9 +60,10 @@ test-slow: setup
 	$(PY) -m pytest -m "slow and not gpu" -q
 
 # A real browser on JupyterLab (tests/browser_check.py): headless Chromium opens a notebook, runs all cells and
-# checks that the ipywidgets sliders render and no output shows an error. Installs Debian's chromium and
+# checks that its figures and ipywidgets sliders render and no output shows an error. Installs Debian's chromium and
 # chromium-driver when missing (root + apt) and the `browser` extra, then runs tests/test_browser.py on a tiny
-# widget notebook and on BROWSER_NOTEBOOK (default: notebook 01, in a scratch copy with the smoke runs).
+# widget notebook and on BROWSER_NOTEBOOK (default: notebooks 01 and 07, in a scratch copy of a clone without runs:
+# they read the results bundle), checking that every cell runs and every figure renders.
 BROWSER_NOTEBOOK ?=
 test-browser: setup
 	@command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 || \

@@ -10,8 +10,9 @@ ipywidgets controls render only in a browser with the widget manager loaded. Thi
    kernel, and clicks Run > Run All Cells, as a person would;
 3. when the kernel is idle again it checks that every code cell ran (an execution count, none left at
    ``[*]`` or skipped after an error), that no output shows an error (a traceback or an ``...Error`` in
-   the stderr outputs JupyterLab renders errors as), and that an ipywidgets slider rendered
-   (``.widget-slider`` in an output area).
+   the stderr outputs JupyterLab renders errors as), that an ipywidgets slider rendered (``.widget-slider`` in
+   an output area) where the notebook makes one, and that its figures rendered (as many images in output areas
+   as the notebook displays ``Image(...)`` calls, at least).
 
 It prints a JSON report (``--screenshot PATH`` also saves what the browser shows) and exits 0 when every
 check passes, 1 when one fails, 2 when it could not run.
@@ -59,6 +60,8 @@ CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
                   "--disable-dev-shm-usage", "--window-size=1400,1000")
 SLIDER = ".jp-OutputArea-output .widget-slider"
 """What an ipywidgets 8 slider renders as, inside a cell's output area."""
+IMAGE = ".jp-OutputArea-output img"
+"""A rendered image (a figure) inside a cell's output area."""
 STDERR_OUTPUT = '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'
 """JupyterLab renders both stderr streams and errors with this mime type; an error's text has a traceback."""
 ERROR_TEXT = re.compile(r"Traceback \(most recent call last\)|^\s*\w*(Error|Exception)\b", re.MULTILINE)
@@ -88,6 +91,11 @@ class Report:
     prompts: list[str] = field(default_factory=list)
     """Each code cell's prompt as shown: ``[3]:``, ``[*]:``, ``[ ]:``."""
     sliders: int = 0
+    expected_sliders: int = 1
+    """At least this many sliders must render (0 for a notebook without ipywidgets)."""
+    images: int = 0
+    expected_images: int = 0
+    """At least this many images must render (the notebook's ``Image(...)`` displays)."""
     errors: list[str] = field(default_factory=list)
     """The start of every output that shows an error."""
     stderr_outputs: int = 0
@@ -97,7 +105,8 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        return (self.code_cells > 0 and self.executed == self.code_cells and not self.errors and self.sliders > 0)
+        return (self.code_cells > 0 and self.executed == self.code_cells and not self.errors
+                and self.sliders >= self.expected_sliders and self.images >= self.expected_images)
 
     def failures(self) -> list[str]:
         out = []
@@ -105,8 +114,10 @@ class Report:
             out.append(f"{self.executed} of {self.code_cells} code cells ran (prompts {self.prompts})")
         if self.errors:
             out.append(f"{len(self.errors)} output(s) show an error: {self.errors[0][:300]!r}")
-        if not self.sliders:
+        if self.sliders < self.expected_sliders:
             out.append(f"no ipywidgets slider rendered ({SLIDER})")
+        if self.images < self.expected_images:
+            out.append(f"{self.images} of {self.expected_images} figures rendered ({IMAGE})")
         return out
 
 
@@ -275,6 +286,16 @@ def read_outputs(driver, report: Report) -> None:
     report.stderr_outputs = len(stderr)
     report.errors = [text.strip() for text in stderr if ERROR_TEXT.search(text)]
     report.sliders = len(driver.find_elements(By.CSS_SELECTOR, SLIDER))
+    report.images = len(driver.find_elements(By.CSS_SELECTOR, IMAGE))
+
+
+def expectations(notebook: Path) -> tuple[int, int]:
+    """``(sliders, images)`` the notebook must show at least: a slider if its code uses ipywidgets, an image per
+    ``Image(`` in its code (its figures)."""
+    import nbformat
+
+    code = "\n".join(c.source for c in nbformat.read(notebook, as_version=4).cells if c.cell_type == "code")
+    return int("ipywidgets" in code), code.count("Image(")
 
 
 def check(notebook: Path, *, root: Path | None = None, params: dict[str, object] | None = None,
@@ -310,7 +331,8 @@ def check(notebook: Path, *, root: Path | None = None, params: dict[str, object]
             with JupyterLab(root, scratch) as lab:
                 driver = make_driver(scratch / "chromium-profile")
                 try:
-                    report = Report(notebook=str(notebook))
+                    sliders, images = expectations(notebook)
+                    report = Report(notebook=str(notebook), expected_sliders=sliders, expected_images=images)
                     driver.get(lab.lab_url(target))
                     _wait("the notebook to load", lambda: driver.find_elements(By.CSS_SELECTOR,
                                                                                ".jp-NotebookPanel .jp-CodeCell"), 120)
@@ -337,10 +359,11 @@ def check(notebook: Path, *, root: Path | None = None, params: dict[str, object]
                         return lab.kernels_idle() and not any(p == "[*]:" for p in _prompts(driver))
 
                     _wait("the kernel to go idle after Run All Cells", finished, timeout_s)
-                    try:
-                        _wait("a slider", lambda: driver.find_elements(By.CSS_SELECTOR, SLIDER), slider_wait_s)
-                    except CheckError:
-                        pass  # reported below
+                    if sliders:
+                        try:
+                            _wait("a slider", lambda: driver.find_elements(By.CSS_SELECTOR, SLIDER), slider_wait_s)
+                        except CheckError:
+                            pass  # reported below
                     read_outputs(driver, report)
                     if screenshot is not None:
                         sliders = driver.find_elements(By.CSS_SELECTOR, SLIDER)
