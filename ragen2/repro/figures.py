@@ -30,6 +30,7 @@ from ragen2.repro.figure_style import (
     ALGO_ORDER,
     CONDITION_ORDER,
     curve_legend,
+    entries_per_row,
     level_colors,
     level_label,
     level_order,
@@ -793,10 +794,11 @@ def fig_regime_trajectories(points: pd.DataFrame, *, panel: str = "cell", labels
         ax.set_title((labels or {}).get(cell, f"{panel} {cell}"), fontsize=7)
         ax.set_xlabel("H(Z|X) (nats/token)")
         ax.set_ylabel("MI (nats/token)")
-    handles, names = axes[0].get_legend_handles_labels()
-    unique = dict(zip(names, handles))
-    fig.legend(list(unique.values()), list(unique.keys()), loc="outside lower center", ncols=len(unique),
-               fontsize=7)
+    handles = [Line2D([], [], color=colors[c], lw=1.1, label=level_label(c, "condition")) for c in levels]
+    handles += [Line2D([], [], color="0.3", marker="o", ls="none", markersize=4, label="first reading"),
+                Line2D([], [], color="0.3", marker="X", ls="none", markersize=5, label="last reading"),
+                Line2D([], [], color="0.5", ls="--", lw=0.7, label="no filter's first reading")]
+    fig.legend(handles=handles, loc="outside lower center", ncols=entries_per_row(fig, len(handles)), fontsize=7)
     return fig
 
 

@@ -177,6 +177,8 @@ def test_map_figures_draw_from_the_map_tables():
     fig = fig_regime_trajectories(rm.cell_steps(steps), labels={0: "zero", 3: "three"})
     visible = [ax for ax in fig.axes if ax.get_visible()]
     assert [ax.get_title() for ax in visible] == ["zero", "three"]
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]  # every mark explained on the figure
+    assert legend[-3:] == ["first reading", "last reading", "no filter's first reading"] and "no filter" in legend
     fig = fig_regime_curves(rm.with_cells(steps), cc.LENGTH, ylabel="tokens")
     assert len([ax for ax in fig.axes if ax.get_visible()]) == 2
 
