@@ -139,10 +139,12 @@ docs: setup
 	$(PY) -m ragen2.envdoc --write docs/environments.md
 	PATH=$(abspath $(VENV))/bin:$$PATH $(PY) -m ragen2.repro.stage_graph
 
-# params.yaml is generated: edit ragen2/repro/profiles.py, then `make params` (tests check there is no drift).
+# params.yaml and the own pipelines' dvc.yaml files are generated: edit ragen2/repro/profiles.py or the pipeline's
+# module, then `make params` (tests check there is no drift).
 params: setup
 	$(PY) -m ragen2 profile cpu --write params.yaml
 	$(PY) -m ragen2 profile cpu --estimate
+	$(PY) -m ragen2.repro.dvc_files
 
 # The whole pipeline on the smoke profile (tiny everything), in a scratch copy so params.yaml,
 # dvc.lock and data/ of this checkout stay untouched. Numbers are meaningless; the plumbing is real.

@@ -33,7 +33,14 @@ from ragen2.repro.study_catalog import NO_FILTER
 
 STUDY = "screen"
 """Study tag of the screen's run ids, followed by the cell's turns (``frozenlake__ppo__none__screen5__s0``)."""
-PIPELINE = OwnPipeline("screen", "learning-screen", "ragen2/repro/learning_screen.py")
+PIPELINE = OwnPipeline(
+    "screen", "learning-screen", "ragen2/repro/learning_screen.py",
+    about="The learning-regime screen (ragen2/repro/learning_screen.py, docs/preregistrations.md §7.15): does "
+          "no-filter RL learn at CPU scale, and where?",
+    make_target="screen", notebook="11_learning_screen", notebook_key="learning_screen",
+    notebook_data=("data/screen/evals",),
+    outputs=("table_learning_screen", "fig_learning_screen", "table_learning_regimes", "fig_learning_screen_curves"),
+    extra_stages=lambda pipeline: {"evaluate": evaluate_stage(pipeline)})
 PARAMS, DVC_FILE, RUNS_ROOT, CACHE_DIR = PIPELINE.params_path, PIPELINE.dvc_file, PIPELINE.runs_root, PIPELINE.cache_dir
 EVALS_ROOT = f"data/{PIPELINE.folder}/evals"
 NOTEBOOK = "11_learning_screen"
@@ -196,6 +203,24 @@ def cells_table() -> pd.DataFrame:
 
 CHECKPOINTS = ("initial", "midpoint", "final")
 """The policies of a run the ``evaluate`` stage scores (``data/screen/evals/<run id>/<name>.json``)."""
+
+
+def evaluate_stage(pipeline: OwnPipeline) -> dict[str, Any]:
+    """The ``evaluate`` stage of the screen's dvc.yaml: each run's warm start, step-:data:`MIDPOINT` and final
+    policies scored on the same :data:`EPISODES` validation env seeds, one sample each at the validation temperature
+    (the paired gains the screen's threshold reads)."""
+    evals = f"data/{pipeline.folder}/evals"
+    points = {"initial": "initial", "midpoint": "${pipeline.evaluate.midpoint}", "final": "latest"}
+    cmd = " && ".join(
+        f"python -m ragen2 evaluate {pipeline.runs_root}/${{key}} --checkpoint {points[name]} "
+        f"--episodes ${{pipeline.evaluate.episodes}} --sampling-seeds 1 --cache-dir {pipeline.cache_dir} --threads 1 "
+        f"--out {evals}/${{key}}/{name}.json" for name in CHECKPOINTS)
+    return {"foreach": "${pipeline.train}", "do": {
+        "wdir": "..", "cmd": cmd,
+        "deps": ["ragen2/evaluate.py", "ragen2/rollout", "ragen2/policy.py", "ragen2/model", "ragen2/kernels.py",
+                 "ragen2/envs", f"{pipeline.runs_root}/${{key}}"],
+        "params": [{pipeline.params_path: ["pipeline.evaluate"]}],
+        "outs": [f"{evals}/${{key}}"]}}
 
 
 def paired_gain(start: Evaluation, end: Evaluation) -> tuple[float, float]:

@@ -22,7 +22,14 @@ from ragen2.repro.study_catalog import NO_FILTER, TOP_K, TOP_P, filter_label
 
 STUDY = "curves"
 """The study tag of every run of this pipeline (``searchqa__ppo__none__curves__s0``)."""
-PIPELINE = OwnPipeline("curves", "multi-turn curves", "ragen2/repro/multiturn_curves.py")
+PIPELINE = OwnPipeline(
+    "curves", "multi-turn curves", "ragen2/repro/multiturn_curves.py",
+    about="The paper's success curves on SearchQA and WebShop (ragen2/repro/multiturn_curves.py, docs/method.md "
+          "§7.14).",
+    make_target="curves", notebook="10_multiturn_curves", notebook_key="multiturn_curves",
+    notebook_code=("ragen2/repro", "ragen2/config.py", "ragen2/rundir.py", "ragen2/fileio.py", "ragen2/markdown.py"),
+    outputs=("table_multiturn_warm_starts", "table_multiturn_main", "table_multiturn_learning",
+             "fig_success_curves_multiturn", "fig_output_length_multiturn"))
 PARAMS, DVC_FILE, RUNS_ROOT, CACHE_DIR = PIPELINE.params_path, PIPELINE.dvc_file, PIPELINE.runs_root, PIPELINE.cache_dir
 NOTEBOOK = "10_multiturn_curves"
 STEPS = 30

@@ -45,7 +45,17 @@ CONFIRM_SEED_SETS = {"A": (1, 2, 3, 4), "B": (5, 6, 7, 8)}
 STEPS = 200
 HORIZONS = (100, 200)
 """Run lengths at which the map is read (the first from the same runs, cut)."""
-PIPELINE = OwnPipeline("regime_map", "regime-map", "ragen2/repro/regime_map.py")
+PIPELINE = OwnPipeline(
+    "regime_map", "regime-map", "ragen2/repro/regime_map.py",
+    about="The regime map (ragen2/repro/regime_map.py, docs/method.md §7.11): a screening study of where template "
+          "collapse emerges.",
+    make_target="regime-map", notebook="09_regime_map", notebook_key="regime_map",
+    notebook_code=("ragen2/repro", "ragen2/config.py", "ragen2/rundir.py", "ragen2/fileio.py", "ragen2/markdown.py",
+                   "ragen2/metrics", "ragen2/rollout", "ragen2/policy.py", "ragen2/model", "ragen2/kernels.py",
+                   "ragen2/evaluate.py", "ragen2/trainer", "ragen2/envs", "ragen2/warmstart.py"),
+    outputs=("table_regime_map", "table_regime_map_effects", "table_regime_map_warm_starts", "fig_regime_map",
+             "fig_regime_trajectories", "fig_regime_length", "table_regime_texts", "table_regime_confirm",
+             "fig_regime_confirm"))
 PARAMS, DVC_FILE, RUNS_ROOT, CACHE_DIR = PIPELINE.params_path, PIPELINE.dvc_file, PIPELINE.runs_root, PIPELINE.cache_dir
 NOTEBOOK = "09_regime_map"
 

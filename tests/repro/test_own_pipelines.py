@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ragen2.repro import learning_screen, multiturn_curves, regime_map
+from ragen2.repro import dvc_files, learning_screen, multiturn_curves, own_pipelines, regime_map
 
 REPO = Path(__file__).resolve().parents[2]
 MODULES = (regime_map, multiturn_curves, learning_screen)
@@ -25,3 +25,19 @@ def test_each_pipeline_keeps_its_files_in_its_folder_and_its_params_say_where(mo
                                                                              pipeline.dvc_file)
     stages = yaml.safe_load((REPO / pipeline.dvc_file).read_text())["stages"]
     assert f"--params {pipeline.params_path}" in stages["train"]["do"]["cmd"]
+
+
+@pytest.mark.parametrize("pipeline", dvc_files.PIPELINES, ids=lambda p: p.folder)
+def test_each_dvc_file_is_the_one_its_descriptor_writes(pipeline):
+    """The three pipelines' dvc.yaml files come from one function (python -m ragen2.repro.dvc_files rewrites them)."""
+    assert (REPO / pipeline.dvc_file).read_text() == own_pipelines.dvc_yaml(pipeline), (
+        f"{pipeline.dvc_file} differs from its descriptor in {pipeline.module}: python -m ragen2.repro.dvc_files")
+
+
+def test_every_pipeline_publishes_its_notebook_and_declares_what_it_writes():
+    for pipeline in dvc_files.PIPELINES:
+        stages = own_pipelines.stages(pipeline)
+        assert list(stages)[:2] == ["warmstart", "train"] and list(stages)[-2:] == ["notebook", "publish"]
+        outs = [next(iter(o)) if isinstance(o, dict) else o for o in stages["notebook"]["outs"]]
+        assert all(o.startswith("paper_figures/") for o in outs[1:]) and len(outs) > 1
+        assert stages["publish"]["outs"] == [{f"docs/notebooks/{pipeline.notebook}.ipynb": {"cache": False}}]
