@@ -7,7 +7,7 @@ A study that does not fit ``make repro``'s budget gets a folder (``regime_map/``
 one: its places, its notebook and what the notebook reads and writes. :func:`params_yaml` writes the params file of any
 of them, :func:`dvc_yaml` its ``dvc.yaml`` (``python -m ragen2.repro.dvc_files`` rewrites the three; a test fails
 when one differs from what its descriptor gives): warm starts, training, any stages of the pipeline's own, the
-notebook, and the notebook's published copy.
+notebook, the runs' part of the results bundle (``data/bundle/<folder>/``) and the notebook's published copy.
 """
 
 from __future__ import annotations
@@ -58,6 +58,11 @@ class OwnPipeline:
     @property
     def cache_dir(self) -> str:
         return f"data/{self.folder}/cache"
+
+    @property
+    def bundle_dir(self) -> str:
+        """Its runs' part of the results bundle (:mod:`ragen2.repro.bundle`): what its notebook reads in a clone."""
+        return f"data/bundle/{self.folder}"
 
 
 def params(pipeline: OwnPipeline, profile: Profile, extra: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -121,6 +126,13 @@ def stages(pipeline: OwnPipeline) -> dict[str, Any]:
         "params": [{params: [f"pipeline.notebooks.{pipeline.notebook_key}"]}],
         "outs": [executed, *({f"paper_figures/{name}{suffix}": dict(TRACKED)} for name in pipeline.outputs
                              for suffix in ((".png", ".pdf", ".md") if name.startswith("fig_") else (".csv", ".md")))]}
+    out["bundle"] = {
+        "wdir": "..",
+        "cmd": f"python -m ragen2.repro.bundle --runs-root {pipeline.runs_root} --cache-dir {cache} "
+               f"--out-dir {pipeline.bundle_dir}",
+        "deps": ["ragen2/repro/bundle.py", "ragen2/repro/runs.py", "ragen2/repro/warm_starts.py", pipeline.runs_root,
+                 f"{cache}/warm_start"],
+        "outs": [{f"{pipeline.bundle_dir}/{part}": dict(TRACKED)} for part in ("runs", "warm_start")]}
     out["publish"] = {
         "wdir": "..",
         "cmd": f"python -m ragen2.repro.publish --out-dir docs/notebooks {executed}",

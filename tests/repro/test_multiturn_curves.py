@@ -82,10 +82,10 @@ def test_params_name_the_pipeline_paths_and_have_no_realization_check():
 def test_dvc_file_reads_the_pipelines_params_and_paths():
     text = (REPO / mc.DVC_FILE).read_text()
     stages = yaml.safe_load(text)["stages"]
-    assert set(stages) == {"warmstart", "train", "notebook", "publish"}
+    assert set(stages) == {"warmstart", "train", "notebook", "bundle", "publish"}
     assert stages["publish"]["outs"] == [{"docs/notebooks/10_multiturn_curves.ipynb": {"cache": False}}]
     for name, stage in stages.items():  # the pipeline's own params file, never the paper pipeline's
-        if name == "publish":  # reads the executed notebook only
+        if name in ("publish", "bundle"):  # read the executed notebook, the runs
             continue
         params = stage.get("do", stage)["params"]
         assert [next(iter(p)) for p in params] == [mc.PARAMS]

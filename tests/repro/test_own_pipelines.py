@@ -37,7 +37,9 @@ def test_each_dvc_file_is_the_one_its_descriptor_writes(pipeline):
 def test_every_pipeline_publishes_its_notebook_and_declares_what_it_writes():
     for pipeline in dvc_files.PIPELINES:
         stages = own_pipelines.stages(pipeline)
-        assert list(stages)[:2] == ["warmstart", "train"] and list(stages)[-2:] == ["notebook", "publish"]
+        assert list(stages)[:2] == ["warmstart", "train"] and list(stages)[-3:] == ["notebook", "bundle", "publish"]
+        assert stages["bundle"]["outs"] == [{f"data/bundle/{pipeline.folder}/{part}": {"cache": False}}
+                                            for part in ("runs", "warm_start")]
         outs = [next(iter(o)) if isinstance(o, dict) else o for o in stages["notebook"]["outs"]]
         assert all(o.startswith("paper_figures/") for o in outs[1:]) and len(outs) > 1
         assert stages["publish"]["outs"] == [{f"docs/notebooks/{pipeline.notebook}.ipynb": {"cache": False}}]

@@ -199,7 +199,7 @@ def test_pipeline_declares_every_run_warm_start_and_notebook_output():
     import yaml
 
     dvc = yaml.safe_load((REPO / rm.DVC_FILE).read_text())["stages"]
-    assert set(dvc) == {"warmstart", "train", "notebook", "publish"}
+    assert set(dvc) == {"warmstart", "train", "notebook", "bundle", "publish"}
     assert all(s.get("wdir", dvc[k]["do"].get("wdir") if "do" in dvc[k] else None) == ".." for k, s in dvc.items())
     notebook = dvc["notebook"]
     outs = [next(iter(o)) if isinstance(o, dict) else o for o in notebook["outs"]]
