@@ -69,6 +69,35 @@ def _sample(run_dir: Path, phases: Sequence[str], boards: int, samples: int, cac
     return pd.DataFrame(rows)
 
 
+def template_counts(texts: pd.DataFrame) -> pd.DataFrame:
+    """How much of :func:`sample_reasonings`' texts is template: per run and phase, the sampled reasonings, how many
+    are template phrases (:func:`ragen2.rollout.expert.is_template`: the generic reasonings of the warm start's corpus,
+    which ignore the board) and on how many of the boards one appeared.
+
+    Returns:
+        ``run_id, phase, samples, template, boards, template_boards`` (runs and phases in ``texts``' order).
+    """
+    from ragen2.rollout.expert import is_template
+
+    marked = texts.assign(template=texts["reasoning"].fillna("").astype(str).map(is_template))
+    keys = ["run_id", "phase"]
+    out = marked.groupby(keys, sort=False).agg(samples=("template", "size"), template=("template", "sum"),
+                                               boards=("board", "nunique"))
+    on = marked[marked["template"]].groupby(keys, sort=False)["board"].nunique()
+    out["template_boards"] = on.reindex(out.index, fill_value=0)
+    return out.reset_index().astype({"template": int, "template_boards": int})
+
+
+def template_summary(counts: pd.DataFrame) -> str:
+    """:func:`template_counts` in one line per run: ``<run>: start 0/6 template (0/3 boards), mid ..., end ...``."""
+    lines = []
+    for run_id, part in counts.groupby("run_id", sort=False):
+        phases = ", ".join(f"{r.phase} {r.template}/{r.samples} template ({r.template_boards}/{r.boards} boards)"
+                           for r in part.itertuples())
+        lines.append(f"{run_id}: {phases}")
+    return "; ".join(lines)
+
+
 def board_texts(env_cfg: Any, boards: int = 3, first_seed: int = FIRST_BOARD) -> dict[int, str]:
     """The first observation of each board (env seed) :func:`sample_reasonings` uses."""
     from ragen2.envs import make

@@ -69,3 +69,17 @@ def test_sampled_texts_of_a_bundled_run_are_the_ones_kept_when_it_was_trained(tm
         reasoning_texts.sample_reasonings(run, boards=3, products_dir=tmp_path / "kept")
     with pytest.raises(ValueError, match="phase must be one of"):
         reasoning_texts.sample_reasonings(run, phases=("late",), products_dir=tmp_path / "kept")
+
+
+def test_template_counts_say_how_many_reasonings_and_boards_are_template():
+    from ragen2.repro.reasoning_texts import template_counts, template_summary
+
+    texts = pd.DataFrame({
+        "run_id": ["a"] * 6, "phase": ["start"] * 3 + ["end"] * 3, "board": [1, 1, 2, 1, 2, 2],
+        "reasoning": ["player (0,1) goal (2,2)", None, "go right", "Let me think carefully and find the answer ",
+                      "i will think step by step and solve it", "player (1,1) goal (0,0)"]})
+    counts = template_counts(texts)
+    assert counts.to_dict("records") == [
+        {"run_id": "a", "phase": "start", "samples": 3, "template": 0, "boards": 2, "template_boards": 0},
+        {"run_id": "a", "phase": "end", "samples": 3, "template": 2, "boards": 2, "template_boards": 2}]
+    assert template_summary(counts) == "a: start 0/3 template (0/2 boards), end 2/3 template (2/2 boards)"
