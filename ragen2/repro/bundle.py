@@ -3,9 +3,9 @@
 A run directory is mostly checkpoints (megabytes per run); what the tables and most figures read is kilobytes: its
 config, summary, per-step metrics and gradient-analysis tables, and the record of the warm start it started from. The
 ``bundle`` stage (``python -m ragen2.repro.bundle``) copies those into ``data/bundle/`` with the layout of a run
-directory, the metrics as one Parquet table (``metrics.parquet``: the long table :func:`ragen2.repro.runs.
-read_metrics_jsonl` reads, bit for bit), so :func:`ragen2.repro.runs.read_runs` reads a bundled run as it reads the
-run itself. ``dvc.lock`` records the bundle's hash like any output (``cache: false``: git holds it), and a test keeps
+directory, the metrics as one Parquet table (``metrics.parquet``: the long table
+:func:`ragen2.repro.runs.read_metrics_jsonl` reads, bit for bit), so :func:`ragen2.repro.runs.read_runs` reads a
+bundled run as it reads the run itself. ``dvc.lock`` records the bundle's hash like any output (``cache: false``: git holds it), and a test keeps
 the committed bundle in step with it.
 
 Not in it: checkpoints. What the notebooks compute by rolling a trained policy out (prompt tables, sampled
@@ -47,7 +47,9 @@ def bundle_run(run_dir: Path, out_dir: Path) -> Path:
         write_text_atomic(target / table.name, table.read_text())
     if (run_dir / rundir.METRICS).is_file():
         steps = read_metrics_jsonl(run_dir / rundir.METRICS)
-        steps.to_parquet(target / METRICS_TABLE, index=False, compression="zstd")
+        partial = target / f"{METRICS_TABLE}.partial"
+        steps.to_parquet(partial, index=False, compression="zstd")
+        partial.replace(target / METRICS_TABLE)  # whole or absent
     return target
 
 
