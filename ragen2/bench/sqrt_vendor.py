@@ -27,8 +27,11 @@ def _record(values: np.ndarray) -> dict[str, Any]:
 
 
 def grpo_group_variances() -> np.ndarray:
-    """The unbiased variances a group of 16 rewards in {-0.1, 0, 1} can have (float32, sorted)."""
-    combos = itertools.combinations_with_replacement([-0.1, 0.0, 1.0], 16)
+    """The unbiased variances a group of 16 rewards in {-0.1, 0, 1} can have (float32, sorted): those of the bit
+    check's reward groups (:func:`ragen2.bitcheck.reward_groups`)."""
+    from ragen2.bitcheck import GROUP_SIZE, REWARDS
+
+    combos = itertools.combinations_with_replacement(REWARDS, GROUP_SIZE)
     return np.array(sorted({float(np.var(np.array(c, dtype=np.float32), ddof=1)) for c in combos}), dtype=np.float32)
 
 

@@ -34,7 +34,7 @@ BUNDLE_PARTS = ("runs", "warm_start")
 
 def bundle_run(run_dir: Path, out_dir: Path) -> Path:
     """Write ``run_dir``'s bundled copy to ``out_dir/<run id>/`` (replacing an older one); the folder written."""
-    from ragen2.fileio import write_text_atomic
+    from ragen2.fileio import atomic_path, write_text_atomic
     from ragen2.repro.runs import read_metrics_jsonl
 
     target = out_dir / run_dir.name
@@ -46,10 +46,8 @@ def bundle_run(run_dir: Path, out_dir: Path) -> Path:
     for table in sorted(run_dir.glob("grad_analysis*.csv")):
         write_text_atomic(target / table.name, table.read_text())
     if (run_dir / rundir.METRICS).is_file():
-        steps = read_metrics_jsonl(run_dir / rundir.METRICS)
-        partial = target / f"{METRICS_TABLE}.partial"
-        steps.to_parquet(partial, index=False, compression="zstd")
-        partial.replace(target / METRICS_TABLE)  # whole or absent
+        with atomic_path(target / METRICS_TABLE) as tmp:
+            read_metrics_jsonl(run_dir / rundir.METRICS).to_parquet(tmp, index=False, compression="zstd")
     return target
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 
 from ragen2 import rundir
+from ragen2.fileio import atomic_path
 
 PRODUCTS_ROOT = Path("data/bundle/products")
 """Where the pipeline's notebook stages keep their tables, one folder per notebook (relative to the repository)."""
@@ -46,11 +47,8 @@ def computed_or_kept(kind: str, key: dict[str, Any], compute: Callable[[], pd.Da
     if can_compute:
         table = compute()
         if write and products_dir is not None:
-            path = product_path(products_dir, kind, key)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
-            table.to_parquet(tmp, index=False, compression="zstd")
-            tmp.replace(path)
+            with atomic_path(product_path(products_dir, kind, key)) as tmp:
+                table.to_parquet(tmp, index=False, compression="zstd")
         return table
     path = product_path(products_dir, kind, key) if products_dir is not None else None
     if path is None or not path.is_file():
