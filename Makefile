@@ -146,16 +146,24 @@ params: setup
 	$(PY) -m ragen2 profile cpu --estimate
 	$(PY) -m ragen2.repro.dvc_files
 
-# The whole pipeline on the smoke profile (tiny everything), in a scratch copy so params.yaml,
-# dvc.lock and data/ of this checkout stay untouched. Numbers are meaningless; the plumbing is real.
+# The smoke profile (ragen2/repro/profiles.py) in a scratch copy, so params.yaml, dvc.lock and data/ of this checkout stay
+# untouched: its main runs are the CPU profile's first seed of no filter, Top-p and Top-k cut to 40 steps (long enough to
+# show template collapse beside a run that keeps its MI), every other study tiny (2 steps: the plumbing). Trained the
+# way `make repro` trains (warm starts and runs WORKERS at a time), then the eight notebooks; no realization check and no
+# claims stage (`make dry-run-paper` runs those). Then start this checkout's JupyterLab in the scratch copy (the last line
+# says how: `cd $(SMOKE_DIR) && <this checkout>/.venv/bin/jupyter lab`).
 SMOKE_DIR ?= /tmp/ragen2-smoke
+smoke: export PATH := $(abspath $(VENV))/bin:$(PATH)
 smoke: setup
 	rm -rf $(SMOKE_DIR) && mkdir -p $(SMOKE_DIR)
 	tar --exclude=__pycache__ -cf - ragen2 notebooks dvc.yaml pyproject.toml | tar -xf - -C $(SMOKE_DIR)
-	cd $(SMOKE_DIR) && $(abspath $(PY)) -m ragen2 profile smoke --write params.yaml && \
-	  PATH="$(abspath $(VENV))/bin:$$PATH" dvc init --no-scm -q && \
-	  time PATH="$(abspath $(VENV))/bin:$$PATH" dvc repro claims nb_01_template_collapse warm_starts
-	@echo "smoke pipeline done: $(SMOKE_DIR)/paper_figures"
+	cd $(SMOKE_DIR) && time { $(abspath $(PY)) -m ragen2 profile smoke --write params.yaml && dvc init --no-scm -q && \
+	  $(abspath $(PY)) -m ragen2.repro build-warm-starts --no-realization --workers $(WORKERS) && dvc repro warmstart && \
+	  stale="$$($(abspath $(PY)) -m ragen2.repro stale-runs)" && \
+	  $(abspath $(PY)) -m ragen2.repro train-runs --commit --workers $(WORKERS) --threads 1 --cache-dir data/cache $$stale && \
+	  dvc repro -s data warm_starts inputs && \
+	  $(abspath $(PY)) -m ragen2.repro run-stages --workers $(WORKERS) $(filter-out nb_realization,$(NOTEBOOK_STAGES)); }
+	@echo "smoke pipeline done: $(SMOKE_DIR)/paper_figures; to step through its notebooks: cd $(SMOKE_DIR) && $(abspath $(VENV))/bin/jupyter lab"
 
 # The paper profile's whole pipeline as a dry run (ragen2/repro/dry_run.py, docs/paper_profile.md): its run grid,
 # cut to 37 runs of 2 steps, with a tiny random Qwen2 (taught the format by a short SFT) in place of

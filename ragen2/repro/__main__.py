@@ -9,8 +9,9 @@ Commands:
   line; ``make repro`` trains those with ``train-runs`` and records them with ``commit-runs``.
 - ``commit-runs RUN_ID ...``: record trained runs' ``train`` stages in ``dvc.lock`` (``dvc commit --force``
   with one write of the lock file; :mod:`ragen2.repro.dvcstages`).
-- ``build-warm-starts [--workers 2]``: run the stale ``warmstart`` and ``warmstart_realization`` stages' own
-  commands on parallel workers (longest SFT first), then record them in ``dvc.lock``.
+- ``build-warm-starts [--workers 2] [--no-realization]``: run the stale ``warmstart`` and ``warmstart_realization``
+  stages' own commands on parallel workers (longest SFT first), then record them in ``dvc.lock``
+  (``--no-realization``: the first realization's alone, as ``make smoke``).
 - ``run-stages STAGE ... [--workers 2]``: the same for the stale ones of any named stages that do not depend on each
   other (``make repro``: the notebooks of both realizations, two at a time).
 - ``prune-lock``: drop ``dvc.lock`` entries of stages the pipeline no longer defines (a grid that shrank) and the
@@ -145,7 +146,8 @@ def _cmd_build_warm_starts(args: argparse.Namespace) -> int:
     from ragen2.repro.realization import read_realization
 
     prefix = _addressed(args.dvc_file, "")
-    names = [n for n in declared_stages(args.dvc_file) if n in WARM_START_STAGES]
+    groups = WARM_START_STAGES[:1] if args.no_realization else WARM_START_STAGES
+    names = [n for n in declared_stages(args.dvc_file) if n in groups]
     stale = _stale_stages(args.dvc, args.dvc_file, names)
     if isinstance(stale, int):
         return stale
@@ -171,6 +173,8 @@ def _add_build_warm_starts(sub: argparse._SubParsersAction) -> None:
                        "record them in dvc.lock", parents=with_options("params", "dvc_file"))
     p.add_argument("--workers", type=int, default=2, help="stages built at once (default: 2)")
     p.add_argument("--dvc", default="dvc", help="the dvc executable (default: dvc on PATH)")
+    p.add_argument("--no-realization", action="store_true",
+                   help="only the first realization's warm starts, not the realization check's (make smoke)")
     p.set_defaults(func=_cmd_build_warm_starts)
 
 

@@ -32,8 +32,8 @@ def _check_name(name: str) -> str:
 
 
 SMOKE_NOTE = " SMOKE RUN."
-"""Ends the caption of every figure and table made from smoke runs (``save_figure(..., smoke=True)``): their numbers
-mean nothing."""
+"""Ends the caption of every figure and table made from smoke runs (``save_figure(..., smoke=True)``): one seed of
+short runs, whose numbers decide nothing."""
 
 
 def figure_bytes(fig: Any, fmt: str, dpi: int = FIGURE_DPI) -> bytes:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ragen2.config import deep_merge
@@ -89,6 +89,9 @@ class Sizes:
     testbed_curve_seeds: int = 0
     topk_algos: tuple[str, ...] = ("ppo",)
     """The ``main_algos`` whose main-study cells get Top-k 0.25 runs when ``topk`` is set."""
+    main_overrides: dict[str, Any] = field(default_factory=dict)
+    """Run-config overrides of the main study's runs, merged after its own (the smoke profile's: the CPU profile's
+    warm start and rollout sizes and enough steps for its runs to show collapse, the other studies staying tiny)."""
     realization_sweeps: bool = True
     """Whether the realization check re-trains the intervention sweeps' runs (``ent``, ``kl``, ``toppsweep``); when
     False their verdict rests on the first warm start only (:func:`ragen2.repro.profiles.in_realization_check`)."""
@@ -124,10 +127,11 @@ def main_runs(sizes: Sizes, add: AddRuns) -> None:
     for env in sizes.main_envs:
         for algo in sizes.main_algos:
             for filt in (NO_FILTER, _top_p_main(sizes)):
-                add(env, algo, filt, "main", sizes.main_seeds, _grad(algo))
+                add(env, algo, filt, "main", sizes.main_seeds, deep_merge(_grad(algo), sizes.main_overrides))
         if sizes.topk:
             for algo in (a for a in sizes.main_algos if a in sizes.topk_algos):
-                add(env, algo, TOP_K, "main", sizes.main_seeds, {"grad_analysis": {"enabled": True}})
+                add(env, algo, TOP_K, "main", sizes.main_seeds,
+                    deep_merge({"grad_analysis": {"enabled": True}}, sizes.main_overrides))
     for env, algo in sizes.curve_envs:  # their filter mode: the profile's env settings
         for filt in (NO_FILTER, _top_p_main(sizes), TOP_K):
             add(env, algo, filt, "main", sizes.main_seeds, _grad(algo))

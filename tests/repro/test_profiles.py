@@ -85,6 +85,28 @@ def test_cpu_profile_is_the_screens_learning_regime(profiles):
     assert len(cpu.warm_starts()) == 1 and len(cpu.realization()["warm_starts"]) == 1
 
 
+def test_smoke_main_runs_are_the_cpu_profiles_first_seed_cut_short(profiles):
+    """make smoke shows collapse by training the CPU profile's seed-0 main runs for 40 steps: the same warm start,
+    environment seeds, rollouts and updates (so the same first 40 steps), only the length and reading cadences
+    differ; every other smoke run stays tiny (2 steps)."""
+    smoke, cpu = profiles["smoke"], profiles["cpu"]
+    main = [rid for rid in smoke.runs if parse_run_id(rid)["study"] == "main"]
+    assert main == [f"frozenlake__grpo__{f}__main__s0" for f in ("none", "topp0p9", "topk0p25")]
+
+    def flat(d, prefix=""):
+        return {k: v for key, val in d.items()
+                for k, v in (flat(val, f"{prefix}{key}.").items() if isinstance(val, dict) and key != "kwargs"
+                             else [(f"{prefix}{key}", val)])}
+
+    cadence = {"trainer.steps", "trainer.test_freq", "trainer.save_freq", "trainer.keep_every", "rollout.val_groups",
+               "collapse.compute_freq", "grad_analysis.every"}
+    for rid in main:
+        a, b = flat(to_dict(smoke.config(rid))), flat(to_dict(cpu.config(rid)))
+        assert {k for k in a if a[k] != b[k]} == cadence, rid
+        assert smoke.config(rid).trainer.steps == 40 and smoke.warm_start_keys[rid] == cpu.warm_start_keys[rid]
+    assert {smoke.config(rid).trainer.steps for rid in smoke.runs if rid not in main} == {2}
+
+
 def test_testbed_curve_runs_are_left_out_of_the_realization_check(profiles):
     """The testbed's success-curve environments (DeepCoder) are drawn and decide no claim, so the realization check
     does not re-train them (docs/method.md §7.13); the smoke profile keeps the testbed's plumbing."""
