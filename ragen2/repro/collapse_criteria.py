@@ -44,6 +44,14 @@ WIDE_METRICS = (MI, RETRIEVAL, ENTROPY, SHARED_PREFIX, UNGROUNDED, LENGTH, "val/
                 "filter/kept_ratio")
 """The per-step metrics :func:`wide_steps` keeps by default: what the rules and the run tables read."""
 REGIMES = ("template_collapse", "input_dependence_lost", "low_entropy_collapse", "noise", "stable")
+REGIME_MEANINGS = {
+    "template_collapse": "MI and retrieval fell, entropy held, a shared preamble rose",
+    "input_dependence_lost": "MI and retrieval fell, entropy held, no shared preamble",
+    "low_entropy_collapse": "MI fell with the entropy",
+    "noise": "the entropy blew up (random text)",
+    "stable": "none of the above",
+}
+"""Each regime of :data:`REGIMES` in a few words (figure legends)."""
 
 
 @dataclass(frozen=True)

@@ -738,27 +738,41 @@ def fig_regime_map(table: pd.DataFrame, *, fig: Figure | None = None) -> Figure:
             regime_none``); one point per cell and horizon, the 0 line marked; cells whose no-filter run is in a
             collapse regime other than ``stable`` are named on the left panel.
     """
+    from ragen2.repro.collapse_criteria import REGIME_MEANINGS
+
     require_columns(table, ("label", "cell", "horizon", "mi_change_none", "mi_diff", "regime_none"), "table")
     order = table.sort_values("cell")["label"].drop_duplicates().tolist()
     horizons = level_order(table["horizon"])
     palette = level_colors(horizons, "horizon")
-    fig, axes = panel_grid(1, 2, fig, (3.6, 0.35 * len(order) + 1.2), sharey=True)
-    for ax, column, title in ((axes[0, 0], "mi_change_none", "no filter: MI change (end − start)"),
-                              (axes[0, 1], "mi_diff", "Top-p − none: final MI")):
+    fig, axes = panel_grid(1, 2, fig, (3.4, 0.5 * len(order) + 1.6), sharey=True)
+    for ax, column, title in ((axes[0, 0], "mi_change_none", "no filter:\nMI at the end − MI at the start"),
+                              (axes[0, 1], "mi_diff", "final MI:\nTop-p − no filter")):
         sns.stripplot(data=table, x=column, y="label", hue="horizon", order=order, hue_order=horizons,
-                      palette=palette, dodge=True, jitter=False, size=6, ax=ax, legend=ax is axes[0, 1])
+                      palette=palette, dodge=True, jitter=False, size=6, ax=ax, legend=False)
         ax.axvline(0.0, color="0.4", ls="--", lw=0.8)
         ax.set_title(title)
         ax.set_xlabel("nats per token")
         ax.set_ylabel("")
+    halves = [label.split(" · ") for label in order]  # each cell's levels on two lines
+    axes[0, 0].set_yticks(range(len(order)), [" · ".join(p[:(len(p) + 1) // 2]) + "\n" + " · ".join(p[(len(p) + 1) // 2:])
+                                              for p in halves])
     last = table[table["horizon"] == max(horizons)].set_index("label")
+    named = []
     for i, label in enumerate(order):
-        regime = last.loc[label, "regime_none"] if label in last.index else "missing"
+        regime = str(last.loc[label, "regime_none"]) if label in last.index else "missing"
         if regime != "stable":
-            axes[0, 0].annotate(str(regime).replace("_", " "), (1.0, i), xycoords=("axes fraction", "data"),
+            named.append(regime)
+            axes[0, 0].annotate(regime.replace("_", " "), (1.0, i), xycoords=("axes fraction", "data"),
                                 xytext=(-3, 0), textcoords="offset points", ha="right", va="center", fontsize=6.5,
                                 color="0.2")
-    axes[0, 1].legend(title="steps", fontsize=7, title_fontsize=7, loc="best")
+    handles = [Line2D([], [], color=palette[h], marker="o", ls="none", markersize=5, label=f"after {h} RL steps")
+               for h in horizons]
+    handles.append(Line2D([], [], color="0.4", ls="--", lw=0.8, label="0: no change, no difference"))
+    handles += [Line2D([], [], ls="none", label=f"{name.replace('_', ' ')}: {REGIME_MEANINGS.get(name, 'no run')}")
+                for name in dict.fromkeys(sorted(named))]
+    fig.legend(handles=handles, loc="outside lower center", ncols=1, fontsize=7, title_fontsize=7,
+               title=f"one run per cell and filter; named at the right of the left panel: the no-filter run's "
+                     f"regime after {max(horizons)} steps (collapse definition; unnamed: stable)")
     return fig
 
 

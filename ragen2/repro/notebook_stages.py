@@ -61,7 +61,7 @@ RUN_ARTIFACTS = {
 that every output its DVC stage declares exists (a test compares them with the notebooks' ``save_*`` calls)."""
 
 
-PRODUCT_NOTEBOOKS = ("01_template_collapse", "04_rv_quartiles", "07_training_dynamics")
+PRODUCT_NOTEBOOKS = ("01_template_collapse", "04_rv_quartiles", "07_training_dynamics", "09_regime_map")
 """Notebooks that compute tables from checkpoints (sampled reasonings, prompt tables) and keep them in
 ``data/bundle/products/<notebook>/`` when told to (their ``write_products`` parameter; :mod:`ragen2.repro.products`),
 so a clone without runs shows them."""

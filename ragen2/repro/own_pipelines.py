@@ -42,6 +42,9 @@ class OwnPipeline:
     ``paper_figures/`` (git-tracked)."""
     extra_stages: Callable[[OwnPipeline], dict[str, Any]] | None = field(default=None, compare=False)
     """Stages of its own between training and the notebook (the screen's evaluations)."""
+    products: bool = False
+    """Its notebook computes tables from checkpoints and keeps them in ``data/bundle/products/<notebook>/``
+    (:data:`ragen2.repro.notebook_stages.PRODUCT_NOTEBOOKS`), a git-tracked output of its stage."""
 
     @property
     def params_path(self) -> str:
@@ -117,15 +120,18 @@ def stages(pipeline: OwnPipeline) -> dict[str, Any]:
     }
     if pipeline.extra_stages is not None:
         out.update(pipeline.extra_stages(pipeline))
+    products = [{f"data/bundle/products/{pipeline.notebook}": dict(TRACKED)}] if pipeline.products else []
     out["notebook"] = {
         "wdir": "..",
         "cmd": f"python -m ragen2.repro.notebook_stages run {pipeline.notebook} --params {params} "
-               f"--runs-root {pipeline.runs_root} --fig-dir paper_figures --executed-dir data/{pipeline.folder}/executed",
+               f"--runs-root {pipeline.runs_root} --fig-dir paper_figures --executed-dir data/{pipeline.folder}/executed"
+               + (" --write-products" if pipeline.products else ""),
         "deps": [f"notebooks/{pipeline.notebook}.ipynb", pipeline.runs_root, *pipeline.notebook_data,
                  f"{cache}/warm_start", *pipeline.notebook_code],
         "params": [{params: [f"pipeline.notebooks.{pipeline.notebook_key}"]}],
         "outs": [executed, *({f"paper_figures/{name}{suffix}": dict(TRACKED)} for name in pipeline.outputs
-                             for suffix in ((".png", ".pdf", ".md") if name.startswith("fig_") else (".csv", ".md")))]}
+                             for suffix in ((".png", ".pdf", ".md") if name.startswith("fig_") else (".csv", ".md"))),
+                 *products]}
     out["bundle"] = {
         "wdir": "..",
         "cmd": f"python -m ragen2.repro.bundle --runs-root {pipeline.runs_root} --cache-dir {cache} "

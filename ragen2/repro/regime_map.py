@@ -55,7 +55,8 @@ PIPELINE = OwnPipeline(
                    "ragen2/evaluate.py", "ragen2/trainer", "ragen2/envs", "ragen2/warmstart.py"),
     outputs=("table_regime_map", "table_regime_map_effects", "table_regime_map_warm_starts", "fig_regime_map",
              "fig_regime_trajectories", "fig_regime_length", "table_regime_texts", "table_regime_confirm",
-             "fig_regime_confirm"))
+             "fig_regime_confirm"),
+    products=True)
 PARAMS, DVC_FILE, RUNS_ROOT, CACHE_DIR = PIPELINE.params_path, PIPELINE.dvc_file, PIPELINE.runs_root, PIPELINE.cache_dir
 NOTEBOOK = "09_regime_map"
 
@@ -68,16 +69,20 @@ class Factor:
     levels: tuple[float, float]
     """(low, high)."""
     why: str
+    label: str = ""
+    """The factor in a few words, for figure labels (default: ``name``)."""
 
 
 FACTORS = (
     Factor("sft_steps", "warm_start.steps", (600, 1500),
-           "warm-start strength: a stronger start leaves more groups with zero reward variance (low SNR)"),
+           "warm-start strength: a stronger start leaves more groups with zero reward variance (low SNR)", "SFT steps"),
     Factor("template_fraction", "warm_start.template_fraction", (0.3, 0.6),
-           "share of template reasoning in the SFT corpus: how easy the template is to fall back on"),
+           "share of template reasoning in the SFT corpus: how easy the template is to fall back on",
+           "template share"),
     Factor("entropy_coef", "trainer.entropy_coef", (0.01, 0.03),
-           "the input-agnostic regulariser (entropy bonus on reasoning tokens; 0.05 blew up into noise)"),
-    Factor("actor_lr", "trainer.actor_lr", (1e-4, 3e-4), "how far a run can drift in its steps"),
+           "the input-agnostic regulariser (entropy bonus on reasoning tokens; 0.05 blew up into noise)",
+           "entropy coef"),
+    Factor("actor_lr", "trainer.actor_lr", (1e-4, 3e-4), "how far a run can drift in its steps", "lr"),
 )
 """The screened factors; the last one is set by the design generator."""
 
@@ -109,9 +114,8 @@ def design(factors: Sequence[Factor] = FACTORS) -> pd.DataFrame:
 
 
 def cell_label(row: pd.Series | dict, factors: Sequence[Factor] = FACTORS) -> str:
-    """``SFT 600 · tmpl 0.3 · ent 0.01 · lr 0.0001``: a cell's levels in a few characters."""
-    short = {"sft_steps": "SFT", "template_fraction": "tmpl", "entropy_coef": "ent", "actor_lr": "lr"}
-    return " · ".join(f"{short.get(f.name, f.name)} {row[f.name]:g}" for f in factors)
+    """``SFT steps 600 · template share 0.3 · entropy coef 0.01 · lr 0.0001``: a cell's levels, each named."""
+    return " · ".join(f"{f.label or f.name} {row[f.name]:g}" for f in factors)
 
 
 def _cell_overrides(row: pd.Series, factors: Sequence[Factor]) -> dict[str, Any]:

@@ -227,7 +227,7 @@ def test_the_product_notebooks_are_those_with_the_parameters_to_keep_their_table
     """--write-products reaches exactly the notebooks that declare write_products and products_dir (papermill would
     inject it into any other as an unknown name)."""
     declaring = set()
-    for nb in NOTEBOOK_STUDIES:
+    for nb in sorted(p.stem for p in (REPO / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         book = nbformat.read(REPO / "notebooks" / f"{nb}.ipynb", as_version=4)
         params = next(c for c in book.cells if "parameters" in c.metadata.get("tags", []))
         if "write_products = False" in params.source:

@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from ragen2.repro import dvc_files, learning_screen, multiturn_curves, own_pipelines, regime_map
+from ragen2.repro.notebook_stages import PRODUCT_NOTEBOOKS
 
 REPO = Path(__file__).resolve().parents[2]
 MODULES = (regime_map, multiturn_curves, learning_screen)
@@ -41,5 +42,8 @@ def test_every_pipeline_publishes_its_notebook_and_declares_what_it_writes():
         assert stages["bundle"]["outs"] == [{f"data/bundle/{pipeline.folder}/{part}": {"cache": False}}
                                             for part in ("runs", "warm_start")]
         outs = [next(iter(o)) if isinstance(o, dict) else o for o in stages["notebook"]["outs"]]
-        assert all(o.startswith("paper_figures/") for o in outs[1:]) and len(outs) > 1
+        products = [f"data/bundle/products/{pipeline.notebook}"] if pipeline.products else []
+        assert [o for o in outs[1:] if not o.startswith("paper_figures/")] == products and len(outs) > 1
+        assert ("--write-products" in stages["notebook"]["cmd"]) == pipeline.products
+        assert pipeline.products == (pipeline.notebook in PRODUCT_NOTEBOOKS)  # the notebook takes write_products
         assert stages["publish"]["outs"] == [{f"docs/notebooks/{pipeline.notebook}.ipynb": {"cache": False}}]

@@ -174,6 +174,10 @@ def test_map_figures_draw_from_the_map_tables():
     fig = fig_regime_map(table)
     assert isinstance(fig, Figure) and len(fig.axes) == 2
     assert any("template collapse" in t.get_text() for t in fig.axes[0].texts)
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]  # every mark and every regime named is explained
+    assert "0: no change, no difference" in legend and any(t.startswith("template collapse: MI") for t in legend)
+    assert not any(ax.get_legend() for ax in fig.axes)  # no legend over the data
+    assert "SFT steps" in rm.cell_label(rm.design().iloc[0]) and "tmpl" not in rm.cell_label(rm.design().iloc[0])
     fig = fig_regime_trajectories(rm.cell_steps(steps), labels={0: "zero", 3: "three"})
     visible = [ax for ax in fig.axes if ax.get_visible()]
     assert [ax.get_title() for ax in visible] == ["zero", "three"]
