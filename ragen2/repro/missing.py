@@ -23,7 +23,6 @@ it cannot do without has runs (:data:`~ragen2.repro.notebook_stages.REQUIRED_STU
 
 from __future__ import annotations
 
-import sys
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
@@ -102,7 +101,8 @@ def study_note(notebook: str, missing: Sequence[str], runs_root: str | Path, par
     return (f"**Study missing.** No run under `{Path(runs_root).name}/` belongs to {'; '.join(parts)}. "
             f"The rest of this notebook is skipped: its figures and tables are placeholders and {outcome}. "
             f"To see it run on tiny runs in minutes: `make smoke`, then start JupyterLab in its scratch copy "
-            f"(`cd {SMOKE_DIR} && {Path(sys.executable).parent / 'jupyter'} lab`) and open this notebook there. The executed copies of the committed "
+            f"with this checkout's environment (`cd {SMOKE_DIR} && <checkout>/.venv/bin/jupyter lab`; `make smoke` "
+            f"prints it) and open this notebook there. The executed copies of the committed "
             f"results are in `docs/notebooks/`.")
 
 

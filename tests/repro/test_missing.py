@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -52,8 +51,8 @@ def test_the_note_says_what_would_produce_the_study(tmp_path):
 
     makefile = (Path(__file__).resolve().parents[2] / "Makefile").read_text()
     assert f"SMOKE_DIR ?= {SMOKE_DIR}\n" in makefile
-    jupyter = Path(sys.executable).parent / "jupyter"  # the environment's own JupyterLab (the scratch copy has none)
-    assert f"`cd {SMOKE_DIR} && {jupyter} lab`" in no_params and "`docs/notebooks/`" in no_params
+    # the checkout's own JupyterLab (the scratch copy has no environment), named without a machine's paths
+    assert f"`cd {SMOKE_DIR} && <checkout>/.venv/bin/jupyter lab`" in no_params and "`docs/notebooks/`" in no_params
 
 
 @pytest.mark.parametrize("notebook", list(NOTEBOOK_STUDIES))
@@ -146,8 +145,11 @@ def test_every_notebook_checks_its_studies_before_it_reads_a_run(notebook):
 
 @pytest.mark.slow
 def test_every_notebook_runs_without_runs_and_writes_its_declared_outputs(tmp_path):
-    """Papermill on an empty ``runs_root``: each notebook shows the note, writes every output its DVC stage declares
-    (placeholders) and ends without an error; the merged claims are all untested."""
+    """Papermill on an empty ``runs_root`` in a copy of the repository without the results bundle: each notebook shows
+    the note, writes every output its DVC stage declares (placeholders) and ends without an error; the merged claims
+    are all untested."""
+    import shutil
+
     import papermill
 
     from ragen2.repro.claims import CLAIM_IDS, merge_claims
@@ -155,13 +157,18 @@ def test_every_notebook_runs_without_runs_and_writes_its_declared_outputs(tmp_pa
     from tests.repro.dvcyaml import REPO, paths, resolved
 
     stages, smoke = resolved()["stages"], build("smoke")
+    clone = tmp_path / "clone"  # neither runs nor bundle (the repository's own bundle would be read instead)
+    clone.mkdir()
+    for name in ("dvc.yaml", "params.yaml", "pyproject.toml"):
+        shutil.copy(REPO / name, clone / name)
+    shutil.copytree(REPO / "notebooks", clone / "notebooks")
     (tmp_path / "runs").mkdir()
     for notebook in NOTEBOOK_STUDIES:
         params = {"runs_root": str(tmp_path / "runs"), "fig_dir": str(tmp_path / "paper_figures"),
                   **smoke.notebooks[parameters_key(notebook)]}
         out = tmp_path / f"{notebook}.ipynb"
-        papermill.execute_notebook(str(REPO / "notebooks" / f"{notebook}.ipynb"), str(out), parameters=params,
-                                   kernel_name="python3", cwd=str(REPO), progress_bar=False, log_output=False)
+        papermill.execute_notebook(str(clone / "notebooks" / f"{notebook}.ipynb"), str(out), parameters=params,
+                                   kernel_name="python3", cwd=str(clone), progress_bar=False, log_output=False)
         assert "Study missing." in out.read_text(), notebook
         for path in paths(stages[f"nb_{notebook}"]["outs"]):
             if path.startswith("paper_figures/"):
