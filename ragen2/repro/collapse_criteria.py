@@ -88,16 +88,20 @@ def classify_run(steps: pd.DataFrame, criteria: Criteria = CRITERIA) -> dict:
     """The regime of one run (:data:`REGIMES`) and the numbers the rules compared.
 
     ``steps`` is the run's rows of a steps frame (``step`` plus the metric columns; rows without an MI
-    reading are ignored). A run with fewer than two MI readings is ``stable`` with NaN numbers.
+    reading are ignored). A run with fewer than two MI readings is ``stable`` with NaN numbers. ``mi_fall_step`` is
+    the first logged step whose smoothed MI stands ``mi_drop`` below its peak so far (NaN if none does): when the
+    first rule began to hold.
     """
     mi = _smoothed(_readings(steps, MI))
     out = {"regime": "stable", "mi_start": math.nan, "mi_peak": math.nan, "mi_end": math.nan,
-           "mi_drop": math.nan, "retrieval_drop": math.nan, "entropy_change_from_peak": math.nan,
-           "entropy_rise_from_start": math.nan, "shared_prefix_rise": math.nan, "ungrounded_rise": math.nan,
-           "length_ratio": math.nan, "readings": int(len(mi))}
+           "mi_drop": math.nan, "mi_fall_step": math.nan, "retrieval_drop": math.nan,
+           "entropy_change_from_peak": math.nan, "entropy_rise_from_start": math.nan, "shared_prefix_rise": math.nan,
+           "ungrounded_rise": math.nan, "length_ratio": math.nan, "readings": int(len(mi))}
     if len(mi) < 2:
         return out
     peak_step = mi.idxmax()
+    fallen = mi[mi.cummax() - mi >= criteria.mi_drop]
+    out["mi_fall_step"] = float(fallen.index[0]) if len(fallen) else math.nan
 
     def at(metric: str) -> tuple[float, float, float]:
         series = _smoothed(_readings(steps, metric))
@@ -176,7 +180,8 @@ def plane_steps(steps: pd.DataFrame, smooth: int = SMOOTH_READINGS) -> pd.DataFr
 
 def run_regimes(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     """One row per run of ``runs``: ``run_id, seed, condition, regime`` (:func:`classify_run`) and the numbers behind
-    it, with ``final_mi`` (smoothed, as the rules read it) and ``final_success`` (mean of the last readings).
+    it (``mi_fall_step``: when the MI had fallen), with ``final_mi`` (smoothed, as the rules read it) and
+    ``final_success`` (mean of the last readings).
 
     ``steps`` is a tidy steps frame (:func:`ragen2.repro.runs.read_runs`) holding at least those runs.
     """
@@ -186,10 +191,10 @@ def run_regimes(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
         frame = wide[wide["run_id"] == run.run_id]
         klass = classify_run(frame)
         rows.append({"run_id": run.run_id, "seed": run.seed, "condition": run.condition, "regime": klass["regime"],
-                     "final_mi": klass["mi_end"], "mi_drop": klass["mi_drop"],
+                     "final_mi": klass["mi_end"], "mi_drop": klass["mi_drop"], "mi_fall_step": klass["mi_fall_step"],
                      "shared_prefix_rise": klass["shared_prefix_rise"], "length_ratio": klass["length_ratio"],
                      "final_success": last_smoothed(frame, "val/success")})
-    return pd.DataFrame(rows, columns=["run_id", "seed", "condition", "regime", "final_mi", "mi_drop",
+    return pd.DataFrame(rows, columns=["run_id", "seed", "condition", "regime", "final_mi", "mi_drop", "mi_fall_step",
                                        "shared_prefix_rise", "length_ratio", "final_success"])
 
 

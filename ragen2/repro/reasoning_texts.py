@@ -153,3 +153,15 @@ def collapse_example(table: pd.DataFrame) -> list[str]:
     pick = (collapsed if len(collapsed) else none).sort_values(["mi_drop", "seed"], ascending=[False, True]).iloc[0]
     twins = table[(table["seed"] == pick["seed"]) & (table["condition"] != "none")]["run_id"].tolist()
     return [str(pick["run_id"]), *map(str, twins)]
+
+
+def fall_note(table: pd.DataFrame, run_id: str) -> str:
+    """When the MI of ``run_id`` fell, in words, from its row of ``table``
+    (:func:`ragen2.repro.collapse_criteria.run_regimes`): the step at which the collapse definition's first rule
+    began to hold, so a reader knows which of the sampled points come after it."""
+    from ragen2.repro.collapse_criteria import CRITERIA
+
+    step = table.set_index("run_id").loc[run_id, "mi_fall_step"]
+    if pd.isna(step):
+        return f"the smoothed MI of {run_id} never stood {CRITERIA.mi_drop:g} nats below its peak"
+    return f"the smoothed MI of {run_id} first stood {CRITERIA.mi_drop:g} nats below its peak at step {int(step)}"

@@ -59,6 +59,20 @@ def test_the_numbers_compared_come_back_and_mi_is_smoothed():
     assert classify_run(steps)["regime"] == "stable"
 
 
+def test_the_mi_fall_step_is_the_first_reading_the_first_rule_holds_at():
+    out = classify_run(_run(mi=(0.9, 0.4), retrieval=(0.9, 0.5), entropy=(0.4, 0.45), prefix=(0.1, 0.6)))
+    smoothed = pd.Series(np.linspace(0.9, 0.4, len(STEPS))).rolling(3, min_periods=1).mean().to_numpy()
+    first = int(np.argmax(smoothed.max() - smoothed >= CRITERIA.mi_drop))
+    assert out["mi_fall_step"] == STEPS[first] and STEPS[first - 1] < out["mi_fall_step"] < STEPS[-1]
+    # measured from the peak so far: a rise first, then the fall
+    rise = _run(mi=(0.5, 0.5), retrieval=(0.9, 0.5), entropy=(0.4, 0.45), prefix=(0.1, 0.6))
+    rise[MI] = np.r_[np.linspace(0.3, 0.9, 10), np.linspace(0.9, 0.3, 10)]
+    out = classify_run(rise)
+    assert STEPS[10] < out["mi_fall_step"] and out["mi_drop"] >= CRITERIA.mi_drop
+    held = classify_run(_run(mi=(0.6, 0.9), retrieval=(0.8, 0.95), entropy=(0.6, 0.2), prefix=(0.1, 0.0)))
+    assert math.isnan(held["mi_fall_step"])
+
+
 def test_too_few_readings_and_missing_metrics():
     one = _run(mi=(0.9, 0.4), retrieval=(0.9, 0.5), entropy=(0.4, 0.4), prefix=(0.1, 0.6)).iloc[:1]
     out = classify_run(one)

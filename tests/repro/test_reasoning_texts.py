@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from ragen2.repro import collapse_criteria as cc
-from ragen2.repro.reasoning_texts import collapse_example, texts_markdown
+from ragen2.repro.reasoning_texts import collapse_example, fall_note, texts_markdown
 
 
 def test_texts_markdown_puts_each_board_and_run_side_by_side():
@@ -39,6 +39,12 @@ def test_collapse_example_is_the_collapsed_no_filter_run_with_the_largest_fall_a
     assert collapse_example(no_collapse) == ["n0"]  # no twin of seed 0 in the table
     with pytest.raises(ValueError, match="no no-filter run"):
         collapse_example(table[table["condition"] != "none"])
+
+
+def test_fall_note_says_when_the_mi_fell_or_that_it_never_did():
+    table = pd.DataFrame({"run_id": ["a", "b"], "mi_fall_step": [75.0, float("nan")]})
+    assert fall_note(table, "a") == "the smoothed MI of a first stood 0.2 nats below its peak at step 75"
+    assert fall_note(table, "b") == "the smoothed MI of b never stood 0.2 nats below its peak"
 
 
 def test_plane_steps_smooths_each_runs_readings_in_step_order():
