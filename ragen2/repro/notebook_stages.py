@@ -99,8 +99,9 @@ CELL_TIMEOUT_S = 1800
 profile): a kernel that stops answering fails the cell instead of hanging the pipeline."""
 PARAMETER_CELL_TIMEOUT_S = 120
 """Longest a parameters cell (the notebook's own, tagged ``parameters``, and papermill's ``injected-parameters``)
-may run: it only assigns names, and the kernel stalls seen so far (idle, papermill waiting for a reply) all came on
-a notebook's first cell, so a stall there costs two minutes, not :data:`CELL_TIMEOUT_S`."""
+may run: it only assigns names, so a kernel that does not answer there costs two minutes, not :data:`CELL_TIMEOUT_S`
+(the stalls seen before, kernel and papermill both idle, were missed wake-ups on the reply; the stages now read the
+kernel through :mod:`ragen2.repro.kernel_client`, which rechecks every second)."""
 EXECUTION_ATTEMPTS = 2
 """Executions of a notebook before a stall (a timeout, or a kernel that died) fails its stage (a notebook's
 outputs depend only on its inputs, so a second execution from the start is the same computation)."""
@@ -123,6 +124,8 @@ def run_notebook(notebook: str, *, runs_root: str = "data/runs", fig_dir: str = 
     import papermill
     from nbclient.exceptions import DeadKernelError
 
+    from ragen2.repro.kernel_client import SlicedPollKernelManager
+
     parameters = {"runs_root": runs_root, "fig_dir": fig_dir, **notebook_parameters(notebook, params)}
     if write_products and notebook in PRODUCT_NOTEBOOKS:
         import shutil
@@ -138,7 +141,7 @@ def run_notebook(notebook: str, *, runs_root: str = "data/runs", fig_dir: str = 
         try:
             papermill.execute_notebook(str(Path(notebooks_dir) / f"{notebook}.ipynb"), str(out), parameters=parameters,
                                        progress_bar=False, log_output=False, execution_timeout=CELL_TIMEOUT_S,
-                                       timeout_func=cell_timeout)
+                                       timeout_func=cell_timeout, kernel_manager_class=SlicedPollKernelManager)
             return out
         except (TimeoutError, DeadKernelError) as exc:  # a stalled cell, kernel start or kernel: run it all once more
             if attempt == EXECUTION_ATTEMPTS:
