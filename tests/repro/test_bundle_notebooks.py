@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from ragen2.repro.kernel_client import SlicedPollKernelManager
 from ragen2.repro.notebook_stages import NOTEBOOK_STUDIES
 from tests.repro.dvcyaml import REPO
 
@@ -46,7 +47,8 @@ def test_a_notebook_draws_the_committed_results_from_the_bundle(fresh_clone, not
     out.parent.mkdir(exist_ok=True)
     papermill.execute_notebook(str(fresh_clone / "notebooks" / f"{notebook}.ipynb"), str(out), progress_bar=False,
                                parameters={"fig_dir": str(figures)}, cwd=str(fresh_clone / "notebooks"),
-                               kernel_name="python3")  # from its own folder, as JupyterLab runs it
+                               kernel_name="python3",  # from its own folder, as JupyterLab runs it
+                               kernel_manager_class=SlicedPollKernelManager)
     assert "reading the results bundle" in out.read_text()
     written = sorted(figures.glob("*"))
     assert written, "the notebook wrote no figure or table"

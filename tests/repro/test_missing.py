@@ -153,6 +153,7 @@ def test_every_notebook_runs_without_runs_and_writes_its_declared_outputs(tmp_pa
     import papermill
 
     from ragen2.repro.claims import CLAIM_IDS, merge_claims
+    from ragen2.repro.kernel_client import SlicedPollKernelManager
     from ragen2.repro.profiles import build
     from tests.repro.dvcyaml import REPO, paths, resolved
 
@@ -168,7 +169,8 @@ def test_every_notebook_runs_without_runs_and_writes_its_declared_outputs(tmp_pa
                   **smoke.notebooks[parameters_key(notebook)]}
         out = tmp_path / f"{notebook}.ipynb"
         papermill.execute_notebook(str(clone / "notebooks" / f"{notebook}.ipynb"), str(out), parameters=params,
-                                   kernel_name="python3", cwd=str(clone), progress_bar=False, log_output=False)
+                                   kernel_name="python3", cwd=str(clone), progress_bar=False, log_output=False,
+                                   kernel_manager_class=SlicedPollKernelManager)
         assert "Study missing." in out.read_text(), notebook
         for path in paths(stages[f"nb_{notebook}"]["outs"]):
             if path.startswith("paper_figures/"):

@@ -135,8 +135,10 @@ def smoke_repo(tmp_path_factory):
 def _execute(path: Path, out: Path, cwd: Path, parameters: dict) -> None:
     import papermill
 
+    from ragen2.repro.kernel_client import SlicedPollKernelManager
+
     papermill.execute_notebook(str(path), str(out), parameters=parameters, kernel_name="python3", cwd=str(cwd),
-                               progress_bar=False, log_output=False)
+                               progress_bar=False, log_output=False, kernel_manager_class=SlicedPollKernelManager)
 
 
 @pytest.mark.slow
