@@ -149,9 +149,9 @@ params: setup
 # The smoke profile (ragen2/repro/profiles.py) in a scratch copy, so params.yaml, dvc.lock and data/ of this checkout stay
 # untouched: its main runs are the CPU profile's first seed of no filter, Top-p and Top-k cut to 40 steps (long enough to
 # show template collapse beside a run that keeps its MI), every other study tiny (2 steps: the plumbing). Trained the
-# way `make repro` trains (warm starts and runs WORKERS at a time), then the eight notebooks; no realization check and no
-# claims stage (`make dry-run-paper` runs those). Then start this checkout's JupyterLab in the scratch copy (the last line
-# says how: `cd $(SMOKE_DIR) && <this checkout>/.venv/bin/jupyter lab`).
+# way `make repro` trains (warm starts and runs WORKERS at a time), then the eight notebooks; no realization check, no
+# warm-start table and no claims stage (`make dry-run-paper` runs those). Then start this checkout's JupyterLab in the
+# scratch copy (the last line says how: `cd $(SMOKE_DIR) && <this checkout>/.venv/bin/jupyter lab`).
 SMOKE_DIR ?= /tmp/ragen2-smoke
 smoke: export PATH := $(abspath $(VENV))/bin:$(PATH)
 smoke: setup
@@ -161,7 +161,7 @@ smoke: setup
 	  $(abspath $(PY)) -m ragen2.repro build-warm-starts --no-realization --workers $(WORKERS) && dvc repro warmstart && \
 	  stale="$$($(abspath $(PY)) -m ragen2.repro stale-runs)" && \
 	  $(abspath $(PY)) -m ragen2.repro train-runs --commit --workers $(WORKERS) --threads 1 --cache-dir data/cache $$stale && \
-	  dvc repro -s data warm_starts inputs && \
+	  dvc repro -s data inputs && \
 	  $(abspath $(PY)) -m ragen2.repro run-stages --workers $(WORKERS) $(filter-out nb_realization,$(NOTEBOOK_STAGES)); }
 	@echo "smoke pipeline done: $(SMOKE_DIR)/paper_figures; to step through its notebooks: cd $(SMOKE_DIR) && $(abspath $(VENV))/bin/jupyter lab"
 
