@@ -63,6 +63,7 @@ def test_a_notebook_with_a_failed_cell_or_missing_is_not_published(tmp_path):
     ("dvc.lock", sorted(f"{nb}.ipynb" for nb in NOTEBOOK_STUDIES)),  # the main pipeline's paper notebooks
     ("screen/dvc.lock", ["11_learning_screen.ipynb"]),
     ("curves/dvc.lock", ["10_multiturn_curves.ipynb"]),
+    ("regime_map/dvc.lock", ["09_regime_map.ipynb"]),
 ])
 def test_the_committed_copies_are_the_ones_dvc_lock_records(lock_file, notebooks):
     """docs/notebooks/ is what the pipelines last published: each file's md5 is the publish stage's in its dvc.lock."""
