@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -85,14 +84,9 @@ def fresh_clone(tool, tmp_path_factory):
     """What a clone has, without runs: dvc.yaml, params.yaml, pyproject.toml, the notebooks and the results bundle."""
     if not (REPO / "data" / "bundle" / "runs").is_dir():
         pytest.skip("no results bundle yet (make repro writes data/bundle)")
-    root = tmp_path_factory.mktemp("clone")
-    for name in ("dvc.yaml", "params.yaml", "pyproject.toml"):
-        shutil.copy(REPO / name, root / name)
-    (root / "notebooks").mkdir()
-    for target in TARGETS:
-        shutil.copy(target, root / "notebooks" / target.name)
-    shutil.copytree(REPO / "data" / "bundle", root / "data" / "bundle")
-    return root
+    from tests.repro.clones import clone_without_runs
+
+    return clone_without_runs(tmp_path_factory.mktemp("clone"), bundle=True, notebooks=TARGETS)
 
 
 @pytest.mark.parametrize("target", TARGETS, ids=[t.stem for t in TARGETS])

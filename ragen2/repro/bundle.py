@@ -5,8 +5,8 @@ config, summary, per-step metrics and gradient-analysis tables, and the record o
 ``bundle`` stage (``python -m ragen2.repro.bundle``) copies those into ``data/bundle/`` with the layout of a run
 directory, the metrics as one Parquet table (``metrics.parquet``: the long table
 :func:`ragen2.repro.runs.read_metrics_jsonl` reads, bit for bit), so :func:`ragen2.repro.runs.read_runs` reads a
-bundled run as it reads the run itself. ``dvc.lock`` records the bundle's hash like any output (``cache: false``: git holds it), and a test keeps
-the committed bundle in step with it.
+bundled run as it reads the run itself. ``dvc.lock`` records the bundle's hash like any output (``cache: false``: git
+holds it), and a test keeps the committed bundle in step with it.
 
 Not in it: checkpoints. What the notebooks compute by rolling a trained policy out (prompt tables, sampled
 reasonings) is kept beside it by the notebook stages (``data/bundle/products/``, :mod:`ragen2.repro.products`).

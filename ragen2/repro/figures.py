@@ -729,6 +729,13 @@ def fig_intervention_sweeps(
 # ---------------------------------------------------------------------------------------------
 # The regime map (ragen2.repro.regime_map)
 # ---------------------------------------------------------------------------------------------
+def _on_two_lines(label: str, sep: str = " · ") -> str:
+    """``a · b · c · d`` as ``a · b`` over ``c · d`` (a regime-map cell's levels)."""
+    parts = label.split(sep)
+    half = (len(parts) + 1) // 2
+    return sep.join(parts[:half]) + "\n" + sep.join(parts[half:])
+
+
 @styled
 def fig_regime_map(table: pd.DataFrame, *, fig: Figure | None = None) -> Figure:
     """Per cell of the regime map: the no-filter run's MI change (left) and Top-p minus none final MI (right).
@@ -753,9 +760,7 @@ def fig_regime_map(table: pd.DataFrame, *, fig: Figure | None = None) -> Figure:
         ax.set_title(title)
         ax.set_xlabel("nats per token")
         ax.set_ylabel("")
-    halves = [label.split(" · ") for label in order]  # each cell's levels on two lines
-    axes[0, 0].set_yticks(range(len(order)), [" · ".join(p[:(len(p) + 1) // 2]) + "\n" + " · ".join(p[(len(p) + 1) // 2:])
-                                              for p in halves])
+    axes[0, 0].set_yticks(range(len(order)), [_on_two_lines(label) for label in order])
     last = table[table["horizon"] == max(horizons)].set_index("label")
     named = []
     for i, label in enumerate(order):

@@ -277,6 +277,10 @@ def _smoke_base() -> dict[str, Any]:
     return deep_merge(_cpu_base(), SMOKE_OVERRIDES)
 
 
+SMOKE_MAIN_STEPS = 40
+"""RL steps of the smoke profile's main runs (the rest of its runs take 2)."""
+
+
 def _smoke_main_overrides() -> dict[str, Any]:
     """The smoke profile's main study at the CPU profile's sizes (its warm start, rollouts and updates: everything
     :data:`SMOKE_OVERRIDES` shrinks), cut to :data:`SMOKE_MAIN_STEPS` steps with MI readings every 5: the CPU profile's
@@ -292,10 +296,6 @@ def _smoke_main_overrides() -> dict[str, Any]:
         "collapse": {"compute_freq": 5},
         "grad_analysis": {"every": half},
     })
-
-
-SMOKE_MAIN_STEPS = 40
-"""RL steps of the smoke profile's main runs (the rest of its runs take 2)."""
 
 
 def own_pipeline_base(smoke: bool = False) -> dict[str, Any]:

@@ -134,7 +134,7 @@ def main_runs(sizes: Sizes, add: AddRuns) -> None:
                     deep_merge({"grad_analysis": {"enabled": True}}, sizes.main_overrides))
     for env, algo in sizes.curve_envs:  # their filter mode: the profile's env settings
         for filt in (NO_FILTER, _top_p_main(sizes), TOP_K):
-            add(env, algo, filt, "main", sizes.main_seeds, _grad(algo))
+            add(env, algo, filt, "main", sizes.main_seeds, deep_merge(_grad(algo), sizes.main_overrides))
 
 
 def testbed_runs(sizes: Sizes, add: AddRuns) -> None:

@@ -7,13 +7,13 @@ the bundle (``data/bundle/runs``).
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from ragen2.repro.kernel_client import SlicedPollKernelManager
 from ragen2.repro.notebook_stages import NOTEBOOK_STUDIES
+from tests.repro.clones import clone_without_runs
 from tests.repro.dvcyaml import REPO
 
 pytestmark = pytest.mark.slow
@@ -24,12 +24,7 @@ def fresh_clone(tmp_path_factory) -> Path:
     """The files a clone has, without runs, caches or outputs: code is the installed package."""
     if not (REPO / "data" / "bundle" / "runs").is_dir():
         pytest.skip("no results bundle yet (make repro writes data/bundle)")
-    root = tmp_path_factory.mktemp("clone")
-    for name in ("dvc.yaml", "params.yaml", "pyproject.toml"):
-        shutil.copy(REPO / name, root / name)
-    shutil.copytree(REPO / "notebooks", root / "notebooks")
-    shutil.copytree(REPO / "data" / "bundle", root / "data" / "bundle")
-    return root
+    return clone_without_runs(tmp_path_factory.mktemp("clone"), bundle=True)
 
 
 OWN = {"09_regime_map": "regime_map", "10_multiturn_curves": "curves"}

@@ -148,21 +148,17 @@ def test_every_notebook_runs_without_runs_and_writes_its_declared_outputs(tmp_pa
     """Papermill on an empty ``runs_root`` in a copy of the repository without the results bundle: each notebook shows
     the note, writes every output its DVC stage declares (placeholders) and ends without an error; the merged claims
     are all untested."""
-    import shutil
-
     import papermill
 
     from ragen2.repro.claims import CLAIM_IDS, merge_claims
     from ragen2.repro.kernel_client import SlicedPollKernelManager
     from ragen2.repro.profiles import build
-    from tests.repro.dvcyaml import REPO, paths, resolved
+    from tests.repro.clones import clone_without_runs
+    from tests.repro.dvcyaml import paths, resolved
 
     stages, smoke = resolved()["stages"], build("smoke")
-    clone = tmp_path / "clone"  # neither runs nor bundle (the repository's own bundle would be read instead)
-    clone.mkdir()
-    for name in ("dvc.yaml", "params.yaml", "pyproject.toml"):
-        shutil.copy(REPO / name, clone / name)
-    shutil.copytree(REPO / "notebooks", clone / "notebooks")
+    # neither runs nor bundle (the repository's own bundle would be read instead)
+    clone = clone_without_runs(tmp_path / "clone", bundle=False)
     (tmp_path / "runs").mkdir()
     for notebook in NOTEBOOK_STUDIES:
         params = {"runs_root": str(tmp_path / "runs"), "fig_dir": str(tmp_path / "paper_figures"),
