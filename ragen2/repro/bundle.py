@@ -8,6 +8,9 @@ directory, the metrics as one Parquet table (``metrics.parquet``: the long table
 bundled run as it reads the run itself. ``dvc.lock`` records the bundle's hash like any output (``cache: false``: git
 holds it), and a test keeps the committed bundle in step with it.
 
+A pipeline whose notebook reads files of its own beside the runs (the learning screen's evaluations on 512 seeds)
+bundles those folders too, whole (``--data``), beside ``runs/``.
+
 Not in it: checkpoints. What the notebooks compute by rolling a trained policy out (prompt tables, sampled
 reasonings) is kept beside it by the notebook stages (``data/bundle/products/``, :mod:`ragen2.repro.products`).
 Notebooks find the bundle with :func:`runs_or_bundle` where no run was trained.
@@ -60,20 +63,25 @@ def warm_start_of(run_dir: Path) -> str | None:
     return warm_start_key(cfg) if cfg.warm_start.steps > 0 else None
 
 
-def write_bundle(runs_root: Path, cache_dir: Path, out_dir: Path = BUNDLE_DIR) -> dict[str, int]:
+def write_bundle(runs_root: Path, cache_dir: Path, out_dir: Path = BUNDLE_DIR,
+                 data: Sequence[Path] = ()) -> dict[str, int]:
     """The bundle of every run under ``runs_root`` (``out_dir/runs/``) and of the warm starts they started from
     (their ``warm_start.json`` and the hash of their weights, from ``cache_dir/warm_start/`` to
-    ``out_dir/warm_start/``: the cache's layout, so the bundle stands in for the cache in the warm-start table), replacing both folders (:data:`BUNDLE_PARTS`; the notebooks' products
-    beside them are theirs).
+    ``out_dir/warm_start/``: the cache's layout, so the bundle stands in for the cache in the warm-start table), and
+    a copy of each folder in ``data`` (``out_dir/<its name>/``, every file as it is), replacing those folders
+    (:data:`BUNDLE_PARTS` and ``data``'s; the notebooks' products beside them are theirs).
 
     Returns:
-        how many runs and warm-start records were written.
+        how many runs, warm-start records and data files were written.
     """
-    from ragen2.fileio import write_text_atomic
+    from ragen2.fileio import atomic_path, write_text_atomic
     from ragen2.repro.runs import find_run_dirs
     from ragen2.repro.warm_starts import WEIGHTS_HASH_FILE, weights_sha256
 
-    for part in BUNDLE_PARTS:
+    names = [Path(folder).name for folder in data]
+    if clash := sorted({n for n in names if n in BUNDLE_PARTS or names.count(n) > 1}):
+        raise ValueError(f"data folder name {clash[0]!r} is already a part of the bundle")
+    for part in (*BUNDLE_PARTS, *names):
         shutil.rmtree(out_dir / part, ignore_errors=True)
     runs = find_run_dirs(runs_root)
     for run_dir in runs:
@@ -86,15 +94,25 @@ def write_bundle(runs_root: Path, cache_dir: Path, out_dir: Path = BUNDLE_DIR) -
             write_text_atomic(out_dir / "warm_start" / key / WARM_START_RECORD, record.read_text())
             write_text_atomic(out_dir / "warm_start" / key / WEIGHTS_HASH_FILE, weights_sha256(record.parent) + "\n")
             written += 1
-    return {"runs": len(runs), "warm_starts": written}
+    files = 0
+    for folder in map(Path, data):
+        for source in sorted(p for p in folder.rglob("*") if p.is_file()):
+            target = out_dir / folder.name / source.relative_to(folder)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_path(target) as tmp:
+                shutil.copyfile(source, tmp)
+            files += 1
+    return {"runs": len(runs), "warm_starts": written, "data_files": files}
 
 
 def runs_or_bundle(runs_root: str | Path, cache_dir: str | Path | None = None,
-                   bundle_dir: str | Path | None = None) -> tuple[Path, Path | None]:
+                   bundle_dir: str | Path | None = None, *data: str | Path) -> tuple[Path | None, ...]:
     """Where a notebook reads its runs and warm-start records: ``runs_root`` and ``cache_dir`` where ``runs_root``
     holds run directories; else, where the committed bundle has runs (a clone that has not trained), the bundle's
     (announced in one line); else ``runs_root`` and ``cache_dir`` (the notebook then says which studies are missing).
-    ``bundle_dir`` defaults to :data:`BUNDLE_DIR` in the repository."""
+    ``bundle_dir`` defaults to :data:`BUNDLE_DIR` in the repository. Each further folder in ``data`` (bundled with
+    :func:`write_bundle`'s ``data``) follows the runs: itself, or the bundle's copy of it; one more item each in
+    the tuple returned."""
     from ragen2.repro.paths import in_repository
     from ragen2.repro.runs import find_run_dirs
 
@@ -108,10 +126,10 @@ def runs_or_bundle(runs_root: str | Path, cache_dir: str | Path | None = None,
     cache = Path(cache_dir) if cache_dir is not None else None
     (bundle_dir,) = in_repository(bundle_dir if bundle_dir is not None else BUNDLE_DIR)
     if has_runs(runs_root) or not has_runs(bundle_dir / "runs"):
-        return runs_root, cache
+        return runs_root, cache, *map(Path, data)
     print(f"No runs under {runs_root}: reading the results bundle ({bundle_dir}: the small files of the runs the "
           "committed results come from, without checkpoints).")
-    return bundle_dir / "runs", bundle_dir if cache is not None else None
+    return bundle_dir / "runs", bundle_dir if cache is not None else None, *(bundle_dir / Path(d).name for d in data)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -119,9 +137,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs-root", type=Path, default=Path("data/runs"))
     parser.add_argument("--cache-dir", type=Path, default=Path("data/cache"))
     parser.add_argument("--out-dir", type=Path, default=BUNDLE_DIR)
+    parser.add_argument("--data", type=Path, action="append", default=[], metavar="FOLDER",
+                        help="a folder the notebook reads beside the runs, bundled whole as <out-dir>/<its name>")
     args = parser.parse_args(argv)
-    counts = write_bundle(args.runs_root, args.cache_dir, args.out_dir)
-    print(f"bundled {counts['runs']} runs and {counts['warm_starts']} warm-start records into {args.out_dir}")
+    for folder in args.data:
+        if not folder.is_dir():
+            parser.error(f"--data {folder}: no such folder")
+    counts = write_bundle(args.runs_root, args.cache_dir, args.out_dir, args.data)
+    print(f"bundled {counts['runs']} runs, {counts['warm_starts']} warm-start records and {counts['data_files']} "
+          f"data files into {args.out_dir}")
     return 0
 
 

@@ -34,7 +34,8 @@ class OwnPipeline:
     """Its notebook's file stem (``11_learning_screen``); its parameters are ``pipeline.notebooks.<key>``."""
     notebook_key: str = ""
     notebook_data: tuple[str, ...] = ()
-    """Data the notebook reads beside the runs and warm starts (the screen's evaluations)."""
+    """Folders the notebook reads beside the runs and warm starts (the screen's evaluations); bundled with the runs
+    (``<bundle_dir>/<folder name>``), so the notebook runs in a clone that trained nothing."""
     notebook_code: tuple[str, ...] = ("ragen2/repro",)
     """Code the notebook's results depend on."""
     outputs: tuple[str, ...] = ()
@@ -135,10 +136,11 @@ def stages(pipeline: OwnPipeline) -> dict[str, Any]:
     out["bundle"] = {
         "wdir": "..",
         "cmd": f"python -m ragen2.repro.bundle --runs-root {pipeline.runs_root} --cache-dir {cache} "
-               f"--out-dir {pipeline.bundle_dir}",
+               f"--out-dir {pipeline.bundle_dir}" + "".join(f" --data {d}" for d in pipeline.notebook_data),
         "deps": ["ragen2/repro/bundle.py", "ragen2/repro/runs.py", "ragen2/repro/warm_starts.py", pipeline.runs_root,
-                 f"{cache}/warm_start"],
-        "outs": [{f"{pipeline.bundle_dir}/{part}": dict(TRACKED)} for part in ("runs", "warm_start")]}
+                 f"{cache}/warm_start", *pipeline.notebook_data],
+        "outs": [{f"{pipeline.bundle_dir}/{part}": dict(TRACKED)}
+                 for part in ("runs", "warm_start", *(d.rsplit("/", 1)[-1] for d in pipeline.notebook_data))]}
     out["publish"] = {
         "wdir": "..",
         "cmd": f"python -m ragen2.repro.publish --out-dir docs/notebooks {executed}",

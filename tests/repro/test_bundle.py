@@ -49,7 +49,7 @@ def test_a_bundled_run_reads_as_the_run_itself(tmp_path):
     _trained_looking_run(runs_root, "frozenlake__grpo__none__main__s1", 0)
     _trained_looking_run(runs_root, "frozenlake__grpo__topp0p9__main__s1", 0)
     counts = bundle.write_bundle(runs_root, tmp_path / "cache", tmp_path / "bundle")
-    assert counts == {"runs": 2, "warm_starts": 0}
+    assert counts == {"runs": 2, "warm_starts": 0, "data_files": 0}
     originals, bundled = find_run_dirs(runs_root), find_run_dirs(tmp_path / "bundle" / "runs")
     for got, want in zip(read_runs(bundled), read_runs(originals)):
         pd.testing.assert_frame_equal(got, want, check_exact=True)
@@ -89,6 +89,37 @@ def test_notebooks_read_the_runs_else_the_bundle(tmp_path, capsys):
     assert "No runs under" in capsys.readouterr().out
     _trained_looking_run(runs, "frozenlake__grpo__none__main__s2", 0)
     assert bundle.runs_or_bundle(runs, cache, packed) == (runs, cache)  # runs of its own win
+
+
+def test_a_pipeline_bundles_the_folders_its_notebook_reads_beside_the_runs(tmp_path, capsys):
+    runs, evals, packed = tmp_path / "runs", tmp_path / "screen" / "evals", tmp_path / "bundle"
+    _trained_looking_run(runs, "frozenlake__grpo__none__screen1__s0", 0)
+    for name, body in (("frozenlake__grpo__none__screen1__s0/final.json", '{"successes": [[1, 0]]}'),
+                       ("frozenlake__grpo__none__screen1__s0/initial.json", '{"successes": [[0, 0]]}')):
+        (evals / name).parent.mkdir(parents=True, exist_ok=True)
+        (evals / name).write_text(body)
+    (packed / "evals" / "stale").mkdir(parents=True)
+    assert bundle.main(["--runs-root", str(runs), "--cache-dir", str(tmp_path / "cache"), "--out-dir", str(packed),
+                        "--data", str(evals)]) == 0
+    assert "1 runs, 0 warm-start records and 2 data files" in capsys.readouterr().out
+    copied = sorted(p.relative_to(packed / "evals") for p in (packed / "evals").rglob("*") if p.is_file())
+    assert copied == sorted(p.relative_to(evals) for p in evals.rglob("*") if p.is_file())
+    assert all((packed / "evals" / rel).read_bytes() == (evals / rel).read_bytes() for rel in copied)
+    assert not (packed / "evals" / "stale").exists()  # rewritten whole
+    # a clone without runs reads the bundle's copy; one with runs its own folder
+    fresh = tmp_path / "clone"
+    got = bundle.runs_or_bundle(fresh / "runs", fresh / "cache", packed, fresh / "screen" / "evals")
+    assert got == (packed / "runs", packed, packed / "evals")
+    assert bundle.runs_or_bundle(runs, None, packed, evals) == (runs, None, evals)
+
+
+def test_bundle_data_that_is_not_a_folder_or_clashes_is_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        bundle.main(["--runs-root", str(tmp_path), "--data", str(tmp_path / "nowhere")])
+    assert stop.value.code == 2 and f"--data {tmp_path / 'nowhere'}: no such folder" in capsys.readouterr().err
+    (tmp_path / "runs").mkdir()
+    with pytest.raises(ValueError, match="'runs' is already a part of the bundle"):
+        bundle.write_bundle(tmp_path / "none", tmp_path / "cache", tmp_path / "bundle", [tmp_path / "runs"])
 
 
 def _dvc_dir_md5(folder: Path) -> str:

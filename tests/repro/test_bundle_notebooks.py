@@ -1,7 +1,7 @@
-"""A clone that has trained nothing: notebooks 01-08 (and 09 and 10, the regime map and the multi-turn curves), opened
-as committed, run on the results bundle alone and draw the committed figures and tables byte for byte.
+"""A clone that has trained nothing: notebooks 01-08 (and 09-11, the regime map, the multi-turn curves and the learning
+screen), opened as committed, run on the results bundle alone and draw the committed figures and tables byte for byte.
 
-Slow (the eight notebooks, about four minutes on 2 cores): ``make test-slow``. Skipped until the pipeline has written
+Slow (the eleven notebooks, about five minutes on 2 cores): ``make test-slow``. Skipped until the pipeline has written
 the bundle (``data/bundle/runs``).
 """
 
@@ -27,7 +27,7 @@ def fresh_clone(tmp_path_factory) -> Path:
     return clone_without_runs(tmp_path_factory.mktemp("clone"), bundle=True)
 
 
-OWN = {"09_regime_map": "regime_map", "10_multiturn_curves": "curves"}
+OWN = {"09_regime_map": "regime_map", "10_multiturn_curves": "curves", "11_learning_screen": "screen"}
 """Notebooks of pipelines of their own that read the bundle -> their folder in it."""
 
 

@@ -39,8 +39,11 @@ def test_every_pipeline_publishes_its_notebook_and_declares_what_it_writes():
     for pipeline in dvc_files.PIPELINES:
         stages = own_pipelines.stages(pipeline)
         assert list(stages)[:2] == ["warmstart", "train"] and list(stages)[-3:] == ["notebook", "bundle", "publish"]
+        data = [Path(d).name for d in pipeline.notebook_data]  # what the notebook reads beside the runs, bundled too
         assert stages["bundle"]["outs"] == [{f"data/bundle/{pipeline.folder}/{part}": {"cache": False}}
-                                            for part in ("runs", "warm_start")]
+                                            for part in ("runs", "warm_start", *data)]
+        assert set(pipeline.notebook_data) <= set(stages["bundle"]["deps"]) & set(stages["notebook"]["deps"])
+        assert stages["bundle"]["cmd"].count(" --data ") == len(data)
         outs = [next(iter(o)) if isinstance(o, dict) else o for o in stages["notebook"]["outs"]]
         products = [f"data/bundle/products/{pipeline.notebook}"] if pipeline.products else []
         assert [o for o in outs[1:] if not o.startswith("paper_figures/")] == products and len(outs) > 1
