@@ -68,7 +68,8 @@ def write_bundle(runs_root: Path, cache_dir: Path, out_dir: Path = BUNDLE_DIR,
     """The bundle of every run under ``runs_root`` (``out_dir/runs/``) and of the warm starts they started from
     (their ``warm_start.json`` and the hash of their weights, from ``cache_dir/warm_start/`` to
     ``out_dir/warm_start/``: the cache's layout, so the bundle stands in for the cache in the warm-start table), and
-    a copy of each folder in ``data`` (``out_dir/<its name>/``, every file as it is), replacing those folders
+    a copy of each folder in ``data`` (``out_dir/<its name>/``, every file as it is but hidden ones: DVC's
+    ``.gitignore`` there would keep the copies out of git), replacing those folders
     (:data:`BUNDLE_PARTS` and ``data``'s; the notebooks' products beside them are theirs).
 
     Returns:
@@ -96,7 +97,7 @@ def write_bundle(runs_root: Path, cache_dir: Path, out_dir: Path = BUNDLE_DIR,
             written += 1
     files = 0
     for folder in map(Path, data):
-        for source in sorted(p for p in folder.rglob("*") if p.is_file()):
+        for source in sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".")):
             target = out_dir / folder.name / source.relative_to(folder)
             target.parent.mkdir(parents=True, exist_ok=True)
             with atomic_path(target) as tmp:

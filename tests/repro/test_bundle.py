@@ -98,12 +98,13 @@ def test_a_pipeline_bundles_the_folders_its_notebook_reads_beside_the_runs(tmp_p
                        ("frozenlake__grpo__none__screen1__s0/initial.json", '{"successes": [[0, 0]]}')):
         (evals / name).parent.mkdir(parents=True, exist_ok=True)
         (evals / name).write_text(body)
+    (evals / ".gitignore").write_text("/frozenlake__grpo__none__screen1__s0\n")  # DVC's, beside its outputs
     (packed / "evals" / "stale").mkdir(parents=True)
     assert bundle.main(["--runs-root", str(runs), "--cache-dir", str(tmp_path / "cache"), "--out-dir", str(packed),
                         "--data", str(evals)]) == 0
     assert "1 runs, 0 warm-start records and 2 data files" in capsys.readouterr().out
     copied = sorted(p.relative_to(packed / "evals") for p in (packed / "evals").rglob("*") if p.is_file())
-    assert copied == sorted(p.relative_to(evals) for p in evals.rglob("*") if p.is_file())
+    assert copied == sorted(p.relative_to(evals) for p in evals.rglob("*.json"))  # not the .gitignore
     assert all((packed / "evals" / rel).read_bytes() == (evals / rel).read_bytes() for rel in copied)
     assert not (packed / "evals" / "stale").exists()  # rewritten whole
     # a clone without runs reads the bundle's copy; one with runs its own folder
@@ -147,3 +148,18 @@ def test_the_committed_bundle_is_the_one_dvc_lock_records():
         outs.update({o["path"]: o["md5"] for o in stages.get("bundle", {}).get("outs", [])})
     for path, md5 in outs.items():
         assert _dvc_dir_md5(REPO / path) == md5, f"{path} differs from dvc.lock: make repro"
+
+
+def test_every_committed_result_was_made_with_the_pinned_kernels():
+    """The committed runs and warm starts (their bundled env.json and warm_start.json) ran at the pinned instruction
+    set, so a user's pinned rerun on another x86-64 CPU with AVX2 can take the same bits."""
+    from ragen2 import kernels
+
+    records = [*(REPO / "data" / "bundle").rglob("env.json"), *(REPO / "data" / "bundle").rglob("warm_start.json")]
+    if not records:
+        pytest.skip("no results bundle yet (make repro writes data/bundle)")
+    for path in records:
+        record = json.loads(path.read_text())
+        where = path.relative_to(REPO)
+        assert record["kernels"] == "avx2" and record["torch_capability"] == "AVX2", f"{where} was not made pinned"
+        assert record["kernel_settings"] == kernels.PINNED, f"{where}: {record['kernel_settings']}"
