@@ -850,7 +850,8 @@ def fig_regime_curves(steps: pd.DataFrame, metric: str, *, ylabel: str, labels: 
 
 
 @styled
-def fig_learning_screen(table: pd.DataFrame, *, threshold: float, ax: Axes | None = None) -> Figure:
+def fig_learning_screen(table: pd.DataFrame, *, threshold: float, steps: tuple[int, int] | None = None,
+                        ax: Axes | None = None) -> Figure:
     """Gain in success over the warm start per setting and algorithm: one mark per run (seed).
 
     Filled marks are the end of training, hollow ones the midpoint checkpoint of the same run (to its left); colour is
@@ -862,6 +863,7 @@ def fig_learning_screen(table: pd.DataFrame, *, threshold: float, ax: Axes | Non
         table: :func:`ragen2.repro.learning_screen.screen_table` (``env, turns, algo, start, gain, gain_se,
             gain_mid``).
         threshold: the learning threshold in points (drawn).
+        steps: ``(midpoint, final)`` training steps, named in the legend (else "midpoint", "end of training").
     """
     require_columns(table, ("env", "turns", "algo", "start", "gain", "gain_se", "gain_mid"), "table")
     fig, ax = single_axes(ax, (5.2, 3.2))
@@ -887,7 +889,12 @@ def fig_learning_screen(table: pd.DataFrame, *, threshold: float, ax: Axes | Non
     ax.axhline(0.0, color="0.6", lw=0.6)
     ax.set_ylabel("gain over warm start (points)")
     ax.set_xlabel("setting · algorithm · warm-start success")
-    handles = [Line2D([], [], color="0.3", marker="o", ls="", label="end of training (± 95 %)"),
-               Line2D([], [], color="0.3", marker="o", ls="", mfc="none", label="midpoint")]
-    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+    final, mid = ((f"step {steps[1]}, end of training", f"step {steps[0]}, same run") if steps is not None
+                  else ("end of training", "midpoint, same run"))
+    handles = [ax.errorbar([np.nan], [np.nan], yerr=[np.nan], fmt="o", color="0.3", ms=5, capsize=2, lw=0.9,
+                           label=f"{final}\n(bar: 95 % interval)"),
+               Line2D([], [], color="0.3", marker="o", ls="", mfc="none", label=f"{mid}\n(thin line joins the two)"),
+               Line2D([], [], color="0.6", lw=0.6, label="no change")]
+    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
+              title="one pair of marks per seed", title_fontsize=7)
     return fig

@@ -357,3 +357,21 @@ def test_style_is_not_left_active():
     before = mpl.rcParams["axes.spines.top"], mpl.rcParams["font.size"]
     F.fig_four_regimes(regime_points_from_toy())
     assert (mpl.rcParams["axes.spines.top"], mpl.rcParams["font.size"]) == before
+
+
+def test_learning_screen_names_its_two_readings_in_a_legend_off_the_data():
+    table = pd.DataFrame({"env": ["frozenlake", "frozenlake", "sokoban"], "turns": [1, 1, 1],
+                          "algo": ["grpo", "grpo", "ppo"], "start": [23.6, 23.6, 23.6], "gain": [13.7, 11.1, -10.7],
+                          "gain_se": [2.7, 2.6, 1.9], "gain_mid": [17.6, 22.7, 4.5]})
+    fig = F.fig_learning_screen(table, threshold=15.0, steps=(100, 200))
+    legend = fig.axes[0].get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == [
+        "step 200, end of training\n(bar: 95 % interval)", "step 100, same run\n(thin line joins the two)", "no change"]
+    assert legend.get_title().get_text() == "one pair of marks per seed"
+    assert legend.get_bbox_to_anchor().x0 > fig.axes[0].get_window_extent().x1  # right of the axes, off the data
+    assert [t.get_text().split("\n")[0] for t in fig.axes[0].get_xticklabels()] == ["frozenlake", "sokoban"]
+    _close(fig)
+    fig = F.fig_learning_screen(table, threshold=15.0)  # without step numbers: the readings by name
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()][:2] == [
+        "end of training\n(bar: 95 % interval)", "midpoint, same run\n(thin line joins the two)"]
+    _close(fig)
