@@ -84,6 +84,8 @@ def write_bundle(runs_root: Path, cache_dir: Path, out_dir: Path = BUNDLE_DIR,
         raise ValueError(f"data folder name {clash[0]!r} is already a part of the bundle")
     for part in (*BUNDLE_PARTS, *names):
         shutil.rmtree(out_dir / part, ignore_errors=True)
+    for part in BUNDLE_PARTS:  # each exists, if empty (runs without warm starts): the stage declares both
+        (out_dir / part).mkdir(parents=True)
     runs = find_run_dirs(runs_root)
     for run_dir in runs:
         bundle_run(run_dir, out_dir / "runs")

@@ -56,6 +56,7 @@ def test_a_bundled_run_reads_as_the_run_itself(tmp_path):
     pd.testing.assert_frame_equal(read_grad_tables(bundled), read_grad_tables(originals), check_exact=True)
     kept = sorted(p.name for p in bundled[0].iterdir())
     assert kept == sorted(["config.json", "summary.json", "env.json", "grad_analysis.csv", METRICS_TABLE])
+    assert (tmp_path / "bundle" / "warm_start").is_dir()  # empty without warm starts, but there: a declared output
 
 
 def test_the_bundle_keeps_the_records_of_the_warm_starts_its_runs_start_from(tmp_path):
