@@ -75,7 +75,7 @@ def write_bundle(runs_root: Path, cache_dir: Path, out_dir: Path = BUNDLE_DIR,
     Returns:
         how many runs, warm-start records and data files were written.
     """
-    from ragen2.fileio import atomic_path, write_text_atomic
+    from ragen2.fileio import write_bytes_atomic, write_text_atomic
     from ragen2.repro.runs import find_run_dirs
     from ragen2.repro.warm_starts import WEIGHTS_HASH_FILE, weights_sha256
 
@@ -100,10 +100,7 @@ def write_bundle(runs_root: Path, cache_dir: Path, out_dir: Path = BUNDLE_DIR,
     files = 0
     for folder in map(Path, data):
         for source in sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".")):
-            target = out_dir / folder.name / source.relative_to(folder)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with atomic_path(target) as tmp:
-                shutil.copyfile(source, tmp)
+            write_bytes_atomic(out_dir / folder.name / source.relative_to(folder), source.read_bytes())
             files += 1
     return {"runs": len(runs), "warm_starts": written, "data_files": files}
 
