@@ -12,7 +12,8 @@ paper's experiments, they are kept for ablations and the TRL plug-in):
 - ``strategy="min_p"``: keep groups scoring at least ``value * max(s)`` (``largest``), or at most
   ``min(s) / value`` (``smallest``), with ``value`` in (0, 1];
 - ``filter_type="smallest"``: rank low scores first (every strategy);
-- ``metric``: ``reward`` (group mean), ``reward_sum``, ``success_std`` (Bessel std of the 0/1 success flags),
+- ``metric``: ``reward`` (group mean), ``reward_sum``, ``success_std`` (Bessel std of the 0/1 success flags: ranks
+  groups by their *task* spread, so a group whose rollouts all fail scores 0 whatever its format penalties),
   ``length`` (mean response tokens) instead of the reward std;
 - ``loss_scaling="sqrt_keep_rate"``: the whole loss times ``sqrt(rho)`` instead of ``rho``;
 - ``loss_scaling="keep_rate_task"``: only the policy-gradient term times ``rho`` (the reference implementation's
@@ -58,9 +59,12 @@ class FilterConfig:
     metric: str = "reward_std"
     """Group score: ``reward_std`` (Bessel std of the trajectory scores) or a variant's."""
     loss_scaling: str = "none"
-    """How a filtered step's loss is scaled by the keep rate rho = kept / all groups (:func:`loss_scales`): ``none``
-    (the reference implementation's runs) | ``keep_rate`` (the whole loss times rho, the paper's text) | a
-    variant's."""
+    """The mini-batch rule of a filtered step, at keep rate rho = kept / all groups. ``keep_rate``, **the paper's
+    mini-batch rule** (its text): the mini-batch shrinks by rho, so every step makes as many optimiser updates as an
+    unfiltered one, and the whole loss is scaled by rho (:func:`loss_scales`). ``none``, **the reference code's
+    rule**: a fixed mini-batch and no scaling, so a step that keeps rho of the rows makes about rho times the
+    updates. A variant (``sqrt_keep_rate``, ``keep_rate_task``) shrinks the mini-batch as ``keep_rate`` does and
+    scales as its name says (:func:`ragen2.trainer.update_data.mini_batch_rows`)."""
     regularize_kept_only: bool = True
     """KL and entropy on kept groups only, as the paper (``False``: dropped rows get those terms, an ablation)."""
 
@@ -194,7 +198,10 @@ def apply_filter(scores: np.ndarray, cfg: FilterConfig, successes: np.ndarray | 
                  lengths: np.ndarray | None = None) -> FilterOutcome:
     """Score the groups of ``[G, K]`` trajectory scores, select them, compute the step's log metrics.
 
-    ``successes`` (``[G, K]`` 0/1) refine the drop reasons; ``lengths`` (``[G, K]`` tokens) feed the ``length`` variant.
+    ``successes`` (``[G, K]`` 0/1) refine the drop reasons and add the task-signal counts
+    ``filter/zero_task_spread_count`` (groups whose rollouts all fail or all succeed: no task signal, though a shaped
+    reward such as a format penalty may still spread) and ``filter/all_fail_count``; ``lengths`` (``[G, K]`` tokens)
+    feed the ``length`` variant.
     """
     rewards = as_matrix(scores, "scores")
     if rewards.shape[1] < 2:
@@ -222,6 +229,11 @@ def apply_filter(scores: np.ndarray, cfg: FilterConfig, successes: np.ndarray | 
         "filter/reward_std_mean": float(reward_std.mean()),
         "filter/kept_reward_std_mean": float(reward_std[kept].mean()) if len(kept) else math.nan,
         "filter/reward_mean": float(rewards.mean())}
+    if flags is not None:  # task signal: a group whose rollouts all fail (or all succeed) has none, whatever its
+        # shaped-reward spread (a format penalty alone gives a non-zero std that GRPO scales to full advantages)
+        fails, wins = (flags <= 0.5).all(axis=1), (flags > 0.5).all(axis=1)
+        metrics["filter/zero_task_spread_count"] = float((fails | wins).sum())
+        metrics["filter/all_fail_count"] = float(fails.sum())
     metrics["filter/loss_scale"], metrics["filter/reg_scale"] = loss_scales(len(kept), n, cfg)
     return FilterOutcome(kept=kept, metrics=metrics, group_scores=per_group, reward_std=reward_std)
 

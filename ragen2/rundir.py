@@ -8,6 +8,8 @@
         summary.json       final and best validation, steps, timings (written when the run ends)
         metrics.jsonl      one JSON row per step (``ragen2.trainer.runlog``)
         grad_analysis.csv  the RV-bucketed gradient norms (when ``grad_analysis.enabled``)
+        val_episodes.jsonl one row per validation: each validation episode's success, in env-seed order
+                           (:func:`read_val_episodes`; what evaluation-noise intervals resample)
         dvclive/           the same metrics for DVC and dvclive
         checkpoints/       step_NNNNNN.pt (the training state, ``ragen2.trainer.checkpoint``) and latest.json
                            (``{"step": N, "file": "step_NNNNNN.pt"}``: the newest)
@@ -27,8 +29,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ragen2.config import RunConfig, flatten, from_dict, to_dict
 from ragen2.errors import MissingPathError, UserError
+from ragen2.fileio import write_text_atomic
 from ragen2.kernels import machine_record
 
 CONFIG = "config.json"
@@ -36,6 +41,7 @@ ENV = "env.json"
 SUMMARY = "summary.json"
 METRICS = "metrics.jsonl"
 GRAD_ANALYSIS = "grad_analysis.csv"
+VAL_EPISODES = "val_episodes.jsonl"
 CHECKPOINTS = "checkpoints"
 LATEST = "latest.json"
 
@@ -114,6 +120,50 @@ def environment_info(model) -> dict[str, Any]:
         "torch_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
         "dtype": str(next(model.parameters()).dtype), **machine_record(),
     }
+
+
+def write_val_episodes(run_dir: str | Path, step: int, successes, first_seed: int) -> Path:
+    """Record validation ``step``'s per-episode successes (``successes[i]``: env seed ``first_seed + i``) in
+    ``val_episodes.jsonl``, replacing the rows of this step and later ones (a resumed run validates them again), so
+    the file always equals an uninterrupted run's. A row: ``{"step", "first_seed", "success"}``, ``success`` a
+    string of ``0``/``1`` per episode."""
+    flags = "".join("1" if float(x) > 0.5 else "0" for x in successes)
+    rows = [r for r in _val_rows(run_dir) if r["step"] < step]
+    rows.append({"step": int(step), "first_seed": int(first_seed), "success": flags})
+    return _write_val_rows(run_dir, rows)
+
+
+def cut_val_episodes(run_dir: str | Path, through_step: int) -> None:
+    """Drop the validation rows after ``through_step`` (a run resuming from that step's checkpoint)."""
+    rows = _val_rows(run_dir)
+    if any(r["step"] > through_step for r in rows):
+        _write_val_rows(run_dir, [r for r in rows if r["step"] <= through_step])
+
+
+def read_val_episodes(run_dir: str | Path) -> dict[int, np.ndarray]:
+    """Validation step -> per-episode successes (a float numpy array in env-seed order); ``{}`` when the run kept
+    none. Every row of a run covers the same env seeds (``rollout.val_seed`` onwards)."""
+    return {r["step"]: np.frombuffer(r["success"].encode(), dtype=np.uint8).astype(np.float64) - ord("0")
+            for r in _val_rows(run_dir)}
+
+
+def _val_rows(run_dir: str | Path) -> list[dict[str, Any]]:
+    path = Path(run_dir) / VAL_EPISODES
+    if not path.is_file():
+        return []
+    rows = []
+    for lineno, line in enumerate(path.read_text().splitlines(), start=1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{lineno}: not valid JSON ({e})") from None
+    return rows
+
+
+def _write_val_rows(run_dir: str | Path, rows: list[dict[str, Any]]) -> Path:
+    text = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows)
+    return write_text_atomic(Path(run_dir) / VAL_EPISODES, text)
 
 
 def checkpoint_name(step: int) -> str:

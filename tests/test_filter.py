@@ -190,7 +190,9 @@ def test_apply_filter_metrics():
     scaled = apply_filter(rewards, FilterConfig(strategy="top_k_abs", value=2, loss_scaling="keep_rate")).metrics
     assert scaled["filter/loss_scale"] == scaled["filter/reg_scale"] == pytest.approx(0.4)
     assert m["filter/empty"] == 0.0
+    assert (m["filter/zero_task_spread_count"], m["filter/all_fail_count"]) == (2, 1)
     assert all(k.startswith("filter/") for k in m)
+    assert "filter/zero_task_spread_count" not in apply_filter(rewards, cfg).metrics  # no flags, no task counts
 
 
 def test_apply_filter_reasons_without_flags_and_empty_step():
@@ -264,3 +266,19 @@ def test_bad_inputs():
         apply_filter(np.ones((2, 2)), FilterConfig(metric="length"))
     with pytest.raises(ValueError, match="one-dimensional"):
         select_groups(np.ones((2, 2)), FilterConfig())
+
+
+def test_task_spread_counts_and_ranking_see_through_a_format_penalty():
+    """Groups whose rollouts all fail but differ by the -0.1 format penalty have reward spread and no task signal:
+    the task-signal counts name them, and ranking by ``success_std`` scores them 0 where ``reward_std`` keeps them."""
+    rewards = np.array([[0.0, -0.1, 0.0, -0.1],   # all fail, format penalty only
+                        [-0.1, -0.1, 0.0, 0.0],   # all fail, format penalty only
+                        [1.0, 0.0, 1.0, 0.0],     # task signal
+                        [1.0, 1.0, 1.0, 1.0]])    # all succeed
+    flags = (rewards > 0.5).astype(float)
+    shaped = apply_filter(rewards, FilterConfig(value=0.9, include_zero=False), successes=flags)
+    task = apply_filter(rewards, FilterConfig(value=0.9, include_zero=False, metric="success_std"), successes=flags)
+    assert shaped.metrics["filter/zero_variance_count"] == 1  # exact zero spread misses the two penalty-only groups
+    assert shaped.metrics["filter/zero_task_spread_count"] == 3 and shaped.metrics["filter/all_fail_count"] == 2
+    assert 0 in shaped.kept.tolist() or 1 in shaped.kept.tolist()  # the shaped spread keeps a penalty-only group
+    assert task.kept.tolist() == [2]

@@ -232,7 +232,7 @@ def _cpu_base() -> dict[str, Any]:
         # linear mode: with 8 groups and rewards in [0, 1], softmax weights of the group stds are almost
         # uniform, so softmax top-p 0.9 keeps 7-8 of 8 groups and hardly filters (see the module docstring)
         "filter": {"strategy": "top_p", "value": 1.0, "top_p_mode": "linear", "include_zero": True,
-                   "loss_scaling": "none"},
+                   "loss_scaling": "keep_rate"},
         "collapse": {"compute_freq": 25, "num_samples": 32},
         # the paper's 6 RV buckets, at the first step and the middle one
         "grad_analysis": {"enabled": False, "every": 50, "num_buckets": 6},
@@ -362,11 +362,11 @@ SIZES = {
     # CPU: the learning regime (docs/preregistrations.md §7.17): FrozenLake GRPO under no filter, Top-p and Top-k
     # with 4 paired seeds on each of two warm starts (the realization check's), and the C7 sweeps' two new points
     # with 2 seeds on the first warm start; see the module docstring for what was cut
-    "cpu": Sizes(steps=100, main_envs=("frozenlake",), main_algos=("grpo",), main_seeds=4, topk=True,
+    "cpu": Sizes(steps=100, main_envs=("frozenlake",), main_algos=("grpo",), main_seeds=8, topk=True,
                  topk_algos=("grpo",), mech_steps=100, mech_seeds=0, control_seeds=0, aux_steps=100,
                  aux_algo="grpo", mech_algo="grpo", main_include_zero=False, reuse_main=True, slips=(),
                  slip_seeds=0, sweep_env="frozenlake", ent_values=(0.01,), kl_values=(), topp_values=(0.5,),
-                 sweep_seeds=2, realization_sweeps=False),
+                 sweep_seeds=2, realization_sweeps=False, topk_seeds=4, fixedmb_seeds=4),
     # smoke: the CPU profile's shape with one seed; its main runs at the CPU sizes for 40 steps (they can collapse),
     # every other study tiny and 2 steps long (the plumbing); no mechanism study, as in the CPU profile (the paper
     # profile's dry run, `make dry-run-paper`, runs that one and PPO)
@@ -376,7 +376,7 @@ SIZES = {
                    sweep_env="frozenlake", ent_values=(0.0,), kl_values=(0.01,), topp_values=(0.6,), sweep_seeds=1,
                    testbed_envs=("countdown",), testbed_seeds=1, testbed_other_seeds=1,
                    testbed_curve_envs=(("deepcoder", "grpo"),), testbed_curve_seeds=1,
-                   main_overrides=_smoke_main_overrides()),
+                   main_overrides=_smoke_main_overrides(), fixedmb_seeds=1),
     # paper: the reference's grid, one seed per cell (docs/method.md §7.1-§7.4); the mechanism study is ours
     # (the paper has none): 4 paired seeds with the reasoning entropy bonus and 4 without, as its control
     "paper": Sizes(steps=400, main_envs=PAPER_MAIN_ENVS, main_algos=ALGOS, main_seeds=1, topk=True,
@@ -431,6 +431,8 @@ def in_realization_check(rid: str, sweeps: bool = True) -> bool:
     decide no claim (docs/method.md §7.13), and, unless ``sweeps``, the intervention sweeps' runs."""
     parts = parse_run_id(rid)
     if not sweeps and parts["study"] in SWEEP_STUDIES:
+        return False
+    if parts["study"] in study_catalog.first_warm_start_only():
         return False
     return not (parts["study"] == "testbed" and parts["env"] not in PAPER_MAIN_ENVS)
 

@@ -95,6 +95,11 @@ class Sizes:
     realization_sweeps: bool = True
     """Whether the realization check re-trains the intervention sweeps' runs (``ent``, ``kl``, ``toppsweep``); when
     False their verdict rests on the first warm start only (:func:`ragen2.repro.profiles.in_realization_check`)."""
+    topk_seeds: int | None = None
+    """Seeds of the main study's Top-k cells (None: ``main_seeds``)."""
+    fixedmb_seeds: int = 0
+    """Seeds of the ``fixedmb`` study: the main study's filters under the reference code's fixed mini-batch
+    (``filter.loss_scaling: none``), paired with the main study's first seeds, on the first warm start only."""
 
 
 class AddRuns(Protocol):
@@ -129,12 +134,29 @@ def main_runs(sizes: Sizes, add: AddRuns) -> None:
             for filt in (NO_FILTER, _top_p_main(sizes)):
                 add(env, algo, filt, "main", sizes.main_seeds, deep_merge(_grad(algo), sizes.main_overrides))
         if sizes.topk:
+            seeds = sizes.main_seeds if sizes.topk_seeds is None else sizes.topk_seeds
             for algo in (a for a in sizes.main_algos if a in sizes.topk_algos):
-                add(env, algo, TOP_K, "main", sizes.main_seeds,
+                add(env, algo, TOP_K, "main", seeds,
                     deep_merge({"grad_analysis": {"enabled": True}}, sizes.main_overrides))
     for env, algo in sizes.curve_envs:  # their filter mode: the profile's env settings
         for filt in (NO_FILTER, _top_p_main(sizes), TOP_K):
             add(env, algo, filt, "main", sizes.main_seeds, deep_merge(_grad(algo), sizes.main_overrides))
+
+
+def fixedmb_runs(sizes: Sizes, add: AddRuns) -> None:
+    """The update-count control: the main study's Top-p (and Top-k) cells under the reference code's fixed
+    mini-batch and unscaled loss (``filter.loss_scaling: none``), where a step that keeps a share rho of the groups
+    makes about rho times the optimiser updates; the main study's filtered cells follow the profile's rule (the CPU
+    profile: the paper's, ``keep_rate``, the same updates every step). Paired with the main study's seeds."""
+    if not sizes.fixedmb_seeds:
+        return
+    fixed = {"loss_scaling": "none"}
+    for env in sizes.main_envs:
+        for algo in sizes.main_algos:
+            filters = [_top_p_main(sizes)] + ([TOP_K] if sizes.topk and algo in sizes.topk_algos else [])
+            for filt in filters:
+                add(env, algo, {**filt, **fixed}, "fixedmb", sizes.fixedmb_seeds,
+                    {"grad_analysis": {"enabled": True}})
 
 
 def testbed_runs(sizes: Sizes, add: AddRuns) -> None:
@@ -244,6 +266,8 @@ class Study:
     """The config column an intervention sweep changes (C7), None for other studies."""
     swept_label: str | None = None
     """That column in words (the sweep tables and figures)."""
+    realization: bool = True
+    """Whether the realization check trains its runs again from the second warm start."""
 
 
 ALL_NOTEBOOKS = ("01_template_collapse", "02_snr_mechanism", "03_main_results", "04_rv_quartiles",
@@ -252,6 +276,8 @@ ALL_NOTEBOOKS = ("01_template_collapse", "02_snr_mechanism", "03_main_results", 
 CATALOG: tuple[Study, ...] = (
     Study("main", "the main comparison", main_runs, claims=("C1", "C2", "C3", "C4", "C5", "C6", "C7"),
           notebooks=ALL_NOTEBOOKS, required_by=ALL_NOTEBOOKS),
+    Study("fixedmb", "the filters under the reference code's fixed mini-batch (update-count control)", fixedmb_runs,
+          claims=("C2",), notebooks=("03_main_results", "06_diagnostics"), realization=False),
     Study("testbed", "the main table's other environments and Top-k", testbed_runs, claims=("C1",),
           notebooks=("03_main_results",)),
     Study("mech", "the collapse-mechanism study", mech_runs, claims=("C2", "C4", "C6"),
@@ -266,6 +292,11 @@ CATALOG: tuple[Study, ...] = (
           notebooks=("06_diagnostics", "08_interventions"), swept_column="filter.value", swept_label="top-p"),
 )
 """The studies, in the order their runs are defined (``params.yaml``'s ``runs``)."""
+
+
+def first_warm_start_only(catalog: Sequence[Study] = CATALOG) -> tuple[str, ...]:
+    """The studies the realization check does not train again."""
+    return tuple(study.name for study in catalog if not study.realization)
 
 
 def names(catalog: Sequence[Study] = CATALOG) -> tuple[str, ...]:

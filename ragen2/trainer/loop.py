@@ -23,7 +23,8 @@ validation):
 - ``collapse/...``, ``collapse_<family>/...``: :func:`ragen2.metrics.collapse.collapse_metrics` at step 1
   and every ``compute_freq`` steps (on the unfiltered batch);
 - ``grad_norm/<bucket>/task|kl|entropy|reg|rv_mean``: gradient analysis steps;
-- ``val/success``, ``val/score``, ``val/response_length_mean``: validation steps;
+- ``val/success``, ``val/score``, ``val/response_length_mean``: validation steps (each episode's success also in
+  ``val_episodes.jsonl``, :func:`ragen2.rundir.read_val_episodes`);
 - ``early_stopped/<rule>`` = 1 on the step a rule fires;
 - ``timing_s/rollout|update|diagnostics|grad_analysis|validation|step`` (``rollout`` includes DAPO's
   refill rollouts; ``update`` = filter, batch preparation, critic and actor updates; ``diagnostics`` =
@@ -68,7 +69,15 @@ from ragen2.fileio import write_json_atomic
 from ragen2.filter import apply_filter, group_std, loss_scales
 from ragen2.kernels import check_pinned
 from ragen2.metrics.collapse import collapse_due, collapse_metrics
-from ragen2.rundir import CONFIG, ENV, GRAD_ANALYSIS, SUMMARY, environment_info
+from ragen2.rundir import (
+    CONFIG,
+    ENV,
+    GRAD_ANALYSIS,
+    SUMMARY,
+    cut_val_episodes,
+    environment_info,
+    write_val_episodes,
+)
 from ragen2.trainer.actor import update_actor
 from ragen2.trainer.algos import get_preset
 from ragen2.trainer.checkpoint import (
@@ -118,6 +127,7 @@ def train(cfg: RunConfig, run_dir: Path, init_policy: Path, *, resume: bool = Tr
     if (ckpt_path := resumable_checkpoint(cfg, run_dir, resume)) is not None:
         start_step, history, totals = ts.restore(load_checkpoint(ckpt_path, map_location=device))
         log.info("resuming %s from step %d of %d (%s)", run_dir, start_step - 1, tc.steps, ckpt_path.name)
+    cut_val_episodes(run_dir, start_step - 1)  # what a crashed run validated after its checkpoint is redone
     elapsed_before = float(totals.get("elapsed_s", 0.0))
     write_json_atomic(run_dir / CONFIG, to_dict(cfg))
     env = environment_info(actor)
@@ -129,10 +139,12 @@ def train(cfg: RunConfig, run_dir: Path, init_policy: Path, *, resume: bool = Tr
     def compute():  # the run's autocast region for forward passes outside the update (none for fp32)
         return autocast(precision, device)
 
-    def validate() -> dict[str, float]:
+    def validate(step: int) -> dict[str, float]:
+        seeds = val_seeds(cfg)
         with timer.phase("validation"), compute():
-            val = collect_rollouts(actor, tokenizer, cfg.env, rc, val_seeds(cfg), group_size=1,
+            val = collect_rollouts(actor, tokenizer, cfg.env, rc, seeds, group_size=1,
                                    temperature=rc.val_temperature, seed=stream_seed(cfg.seed, "validation"))
+        write_val_episodes(run_dir, step, val.successes.ravel(), first_seed=seeds[0])  # evaluation-noise intervals
         m = rollout_metrics(val, prefix="val")
         return {"val/success": m["val/success"], "val/score": m["val/score_mean"],
                 "val/response_length_mean": m["val/response_length_mean"]}
@@ -143,7 +155,7 @@ def train(cfg: RunConfig, run_dir: Path, init_policy: Path, *, resume: bool = Tr
 
     if start_step == 1 and not logger.history:  # validation before training (step 0)
         timer.seconds = {}
-        metrics = validate()
+        metrics = validate(0)
         ts.stopper.on_validation(metrics["val/success"])
         logger.log(0, {**metrics, "timing_s/validation": timer.seconds["validation"]})
         if tc.save_freq > 0:
@@ -191,7 +203,7 @@ def train(cfg: RunConfig, run_dir: Path, init_policy: Path, *, resume: bool = Tr
         # validation every test_freq steps and at the end (empty steps validate only at the end)
         last = stop_now or step == tc.steps
         if last or (kept and tc.test_freq > 0 and step % tc.test_freq == 0):
-            metrics.update(validate())
+            metrics.update(validate(step))
             last = ts.stopper.on_validation(metrics["val/success"]) or last
         if ts.stopper.reason is not None:
             metrics[f"early_stopped/{ts.stopper.reason}"] = 1.0

@@ -52,14 +52,15 @@ def test_run_ids_round_trip_and_reject_bad_parts():
 
 
 def test_cpu_profile_is_the_screens_learning_regime(profiles):
-    """docs/preregistrations.md §7.17: FrozenLake single-turn GRPO from the screen's 300-step warm start, 8 x 16, 100
-    steps, validation on 512 paired seeds, no loss scaling; no filter / Top-p / Top-k x 4 paired seeds with the
-    gradient decomposition on 6 buckets; the C7 points top-p 0.5 and entropy 0.01 on 2 seeds."""
+    """docs/preregistrations.md §7.17-§7.18: FrozenLake single-turn GRPO from the screen's 300-step warm start, 8 x 16,
+    100 steps, validation on 512 paired seeds; no filter and Top-p x 8 paired seeds, Top-k x 4, under the paper's
+    mini-batch rule, with the gradient decomposition on 6 buckets; the filters under the reference's fixed mini-batch
+    x 4 seeds (first warm start); the C7 points top-p 0.5 and entropy 0.01 on 2 seeds."""
     from ragen2.repro import learning_screen
 
     cpu = profiles["cpu"]
     parts = {rid: parse_run_id(rid) for rid in cpu.runs}
-    assert {p["study"] for p in parts.values()} == {"main", "ent", "toppsweep"}
+    assert {p["study"] for p in parts.values()} == {"main", "fixedmb", "ent", "toppsweep"}
     screen = learning_screen.build()
     cell = screen.config("frozenlake__grpo__none__screen1__s3")
     for rid in cpu.runs:
@@ -68,19 +69,27 @@ def test_cpu_profile_is_the_screens_learning_regime(profiles):
         assert (cfg.trainer.algo, cfg.trainer.steps, cfg.trainer.actor_lr, cfg.trainer.kl_coef) == ("grpo", 100, 1e-4, 0)
         assert (cfg.rollout.env_groups, cfg.rollout.group_size, cfg.rollout.max_turns) == (8, 16, 1)
         assert (cfg.rollout.val_groups, cfg.rollout.val_seed, cfg.rollout.val_temperature) == (512, 123, 0.5)
-        assert cfg.filter.loss_scaling == "none" and cfg.collapse.enabled
+        rule = "none" if parts[rid]["study"] == "fixedmb" else "keep_rate"
+        assert cfg.filter.loss_scaling == rule and cfg.collapse.enabled
     cells: dict[tuple, set] = {}
     for p in parts.values():
         value = None if p["study_value"] != p["study_value"] else p["study_value"]  # NaN: a study without a value
         cells.setdefault((p["study"], p["filter_tag"], value), set()).add(p["seed"])
-    assert cells == {("main", "none", None): {0, 1, 2, 3}, ("main", "topp0p9", None): {0, 1, 2, 3},
-                     ("main", "topk0p25", None): {0, 1, 2, 3}, ("toppsweep", "topp0p5", None): {0, 1},
+    assert cells == {("main", "none", None): set(range(8)), ("main", "topp0p9", None): set(range(8)),
+                     ("main", "topk0p25", None): {0, 1, 2, 3}, ("fixedmb", "topp0p9", None): {0, 1, 2, 3},
+                     ("fixedmb", "topk0p25", None): {0, 1, 2, 3}, ("toppsweep", "topp0p5", None): {0, 1},
                      ("ent", "none", 0.01): {0, 1}}
+    # the fixed-mini-batch runs differ from their main twins in the rule alone
+    for rid, p in parts.items():
+        if p["study"] == "fixedmb":
+            twin = to_dict(cpu.config(rid.replace("__fixedmb__", "__main__")))
+            twin["filter"]["loss_scaling"] = "none"
+            assert to_dict(cpu.config(rid)) == twin, rid
     main = [cpu.config(r) for r, p in parts.items() if p["study"] == "main"]
     assert all(c.grad_analysis.enabled and c.grad_analysis.num_buckets == 6 and c.trainer.entropy_coef == 0.001
                for c in main)
     assert {c.filter.include_zero for c in main if c.filter.strategy == "top_p" and c.filter.value < 1} == {False}
-    # both warm starts train the main study; the sweeps only the first (the budget, §7.17)
+    # both warm starts train the main study; the sweeps and the fixed mini-batch only the first (the budget)
     assert set(cpu.realization()["train"]) == {r for r, p in parts.items() if p["study"] == "main"}
     assert len(cpu.warm_starts()) == 1 and len(cpu.realization()["warm_starts"]) == 1
 

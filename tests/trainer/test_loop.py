@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from ragen2.config import ConfigError, RunConfig, apply_overrides, to_dict
-from ragen2.rundir import latest_checkpoint
+from ragen2.rundir import latest_checkpoint, read_val_episodes
 from ragen2.trainer.checkpoint import load_checkpoint
 from ragen2.trainer.loop import train
 from ragen2.trainer.runlog import read_metrics
@@ -60,6 +60,11 @@ def test_ppo_run_writes_records_and_moves_parameters(tmp_path, cache_dir):
     rows = read_metrics(run)
     assert [r["step"] for r in rows] == [0, 1, 2]
     assert "val/success" in rows[0] and "val/success" in rows[2] and "val/success" not in rows[1]
+    # every validation episode's success is kept, in env-seed order, and averages to val/success
+    episodes = read_val_episodes(run)
+    assert sorted(episodes) == [0, 2] and all(len(v) == cfg.rollout.val_groups for v in episodes.values())
+    for step in (0, 2):
+        assert episodes[step].mean() == pytest.approx(rows[step]["val/success"])
     for row in rows[1:]:
         for name in DOCUMENTED + ["critic/vf_loss", "actor/kl_loss"]:
             assert name in row, name
@@ -145,6 +150,7 @@ def test_sigkill_and_resume_matches_uninterrupted_run(tmp_path, cache_dir):
     summary = train(cfg, run, initial_policy(cfg, cache_dir), progress=False)
     assert summary["steps_completed"] == 4
     assert _comparable(read_metrics(run)) == _comparable(expected)
+    assert (run / "val_episodes.jsonl").read_text() == (tmp_path / "ref" / "val_episodes.jsonl").read_text()
     steps_in_tsv = (run / "dvclive" / "plots" / "metrics" / "rollout" / "score_mean.tsv").read_text().split("\n")
     assert len([line for line in steps_in_tsv[1:] if line.strip()]) == 4  # no duplicated rows
 
@@ -268,7 +274,8 @@ def test_a_resumed_run_says_from_which_step(tmp_path, cache_dir, caplog):
     cfg = _cfg("trainer.algo=grpo", "trainer.steps=2", "trainer.report_to=none")
     train(cfg, tmp_path / "run", initial_policy(cfg, cache_dir), progress=False)
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["checkpoints", "config.json", "env.json",
-                                                                     "metrics.jsonl", "summary.json"]
+                                                                     "metrics.jsonl", "summary.json",
+                                                                     "val_episodes.jsonl"]
     with caplog.at_level("INFO", logger="ragen2.trainer.loop"):
         train(cfg, tmp_path / "run", initial_policy(cfg, cache_dir), progress=False)
     assert [r.getMessage() for r in caplog.records] == [
