@@ -87,7 +87,9 @@ class SNRFilterConfig:
     ``loss_scaling`` is ignored: :attr:`loss_scaling` below is used instead."""
     loss_scaling: str = "none"
     """``none`` | ``keep_rate`` | ``sqrt_keep_rate``: the whole loss times rho or sqrt(rho) |
-    ``keep_rate_task``: the kept advantages alone times rho (:func:`ragen2.filter.loss_scales`)."""
+    ``keep_rate_task``: the kept advantages alone times rho (:func:`ragen2.filter.loss_scales`). TRL's loop makes the
+    same optimiser updates per generation whatever is kept (the paper's mini-batch rule), so this picks the loss scale
+    alone: ``keep_rate`` is the paper's rule whole, ``none`` TRL's own normalisation (docs/trl.md)."""
     reward_func: str | None = None
     """Filter on this reward function's raw column (a name in ``trainer.reward_func_names``);
     None = the ``reward_weights``-weighted sum of all functions (the reward GRPO normalises)."""

@@ -27,8 +27,9 @@ from ragen2 import rundir
 from ragen2.repro.runs import METRICS_TABLE
 
 BUNDLE_DIR = Path("data/bundle")
-RUN_FILES = (rundir.CONFIG, rundir.SUMMARY, rundir.ENV)
-"""The small files a bundled run keeps as they are, beside its gradient tables (``grad_analysis*.csv``)."""
+RUN_FILES = (rundir.CONFIG, rundir.SUMMARY, rundir.ENV, rundir.VAL_EPISODES)
+"""The small files a bundled run keeps as they are (its validation episodes: about 3 KB a run), beside its gradient
+tables (``grad_analysis*.csv``)."""
 WARM_START_RECORD = "warm_start.json"
 BUNDLE_PARTS = ("runs", "warm_start")
 """The bundle stage's folders in the bundle; ``products/`` beside them is written by the notebooks

@@ -18,9 +18,9 @@ import pandas as pd
 
 from ragen2.repro.claims import Claim
 from ragen2.repro.prompt_tables import quartile_units
-from ragen2.repro.runs import start_end_values
-from ragen2.repro.stats import decide, paired_test, spearman
-from ragen2.repro.studies import filter_gain_units, sweep_units
+from ragen2.repro.runs import EPISODE_COLUMNS, SUCCESS_METRIC, start_end_values
+from ragen2.repro.stats import decide, paired_test, spearman, within_strata_spearman
+from ragen2.repro.studies import arms, filter_gain_units, sweep_units, unit_boards
 
 SMALLEST_EFFECTS = {
     "C3_success": 0.05,
@@ -53,6 +53,25 @@ def paired_rows(runs: pd.DataFrame, value: str, a: str, b: str, *, condition: st
     return pd.concat(sides, axis=1, join="inner").dropna()
 
 
+def paired_boards(runs: pd.DataFrame, value: str, a: str, b: str, *, condition: str = "condition",
+                  pair_on: str | Sequence[str] = "seed") -> np.ndarray | None:
+    """The per-board differences behind :func:`paired_rows`' pairs (``[pairs, boards]``, rows in its order): ``a``'s
+    outcome on each validation board minus ``b``'s, for a ``value`` with per-board outcomes
+    (:data:`ragen2.repro.runs.EPISODE_COLUMNS`); None where ``value`` has none or a paired run lacks its record."""
+    column = EPISODE_COLUMNS.get(value)
+    if column is None or column not in runs.columns:
+        return None
+    keys = [pair_on] if isinstance(pair_on, str) else list(pair_on)
+    data = runs.dropna(subset=[value])
+    sides = [data[data[condition] == c].set_index(keys)[column].rename(c) for c in (a, b)]
+    joined = pd.concat(sides, axis=1, join="inner")
+    joined = joined.loc[paired_rows(runs, value, a, b, condition=condition, pair_on=pair_on).index]
+    if joined.empty or any(x is None or (isinstance(x, float) and math.isnan(x)) for x in joined.to_numpy().ravel()):
+        return None
+    first, second = np.stack(joined[a].to_list()), np.stack(joined[b].to_list())
+    return first - second if first.shape == second.shape else None
+
+
 def paired_claim(claim: str, runs: pd.DataFrame, value: str, a: str, b: str, *, direction: str = "greater",
                  condition: str = "condition", pair_on: str | Sequence[str] = "seed", what: str = "",
                  scale: float = 1.0, paper_effect: float | None = None) -> Claim:
@@ -61,13 +80,15 @@ def paired_claim(claim: str, runs: pd.DataFrame, value: str, a: str, b: str, *, 
     Pairs are rows that agree on ``pair_on`` (one or several columns, e.g. ``("env", "algo",
     "seed")``). The verdict is :meth:`ragen2.repro.stats.PairedResult.verdict` (paired t-test of ``a - b``;
     ``disagree`` also when the t-CI excludes ``paper_effect``, the smallest difference that would
-    count as the paper's effect); with fewer than 2 pairs it is ``inconclusive``.
+    count as the paper's effect); with fewer than 2 pairs it is ``inconclusive``. Where ``value`` has per-board
+    outcomes (:func:`paired_boards`), the test's interval and p include the evaluation's noise.
     """
     joined = paired_rows(runs, value, a, b, condition=condition, pair_on=pair_on)
     label = f"{what}: " if what else ""
     if len(joined) < 2:
         return Claim(claim, "inconclusive", f"{label}{len(joined)} pair(s) of {a} vs {b} on {value}; too few")
-    result = paired_test(joined[a].to_numpy(), joined[b].to_numpy())
+    boards = paired_boards(runs, value, a, b, condition=condition, pair_on=pair_on)
+    result = paired_test(joined[a].to_numpy(), joined[b].to_numpy(), boards=boards)
     verdict = result.verdict(direction, paper_effect)
     return Claim(claim, verdict, f"{label}{value} {a} - {b}: {result.summary(scale=scale)}{_paper_text(paper_effect, scale)}")
 
@@ -180,7 +201,55 @@ def correlation_table(runs: pd.DataFrame, metrics: dict[str, str], target: str =
     return pd.DataFrame(rows)
 
 
-def correlation_claim(claim: str, corr: pd.DataFrame, mi_metric: str, entropy_metrics: Sequence[str]) -> Claim:
+def checkpoint_readings(runs: pd.DataFrame, steps: pd.DataFrame, metrics: Sequence[str],
+                        target: str = SUCCESS_METRIC) -> pd.DataFrame:
+    """Every reading of every run at a step where ``target`` (validation success) and at least one of ``metrics`` were
+    both logged, after step 0: ``run_id``, ``arm`` (:func:`ragen2.repro.studies.arms`), ``step``, ``success`` and one
+    column per metric (NaN where not logged then)."""
+    wanted = [*metrics, target]
+    part = steps[steps["run_id"].isin(set(runs["run_id"])) & steps["metric"].isin(wanted) & (steps["step"] > 0)]
+    wide = part.pivot_table(index=["run_id", "step"], columns="metric", values="value", aggfunc="last")
+    wide = wide.reindex(columns=wanted).replace([np.inf, -np.inf], np.nan).dropna(subset=[target])
+    wide = wide.dropna(subset=list(metrics), how="all").reset_index().rename(columns={target: "success"})
+    arm_of = pd.Series(arms(runs).to_numpy(), index=runs["run_id"].to_numpy())
+    wide.insert(1, "arm", wide["run_id"].map(arm_of))
+    wide.columns.name = None
+    return wide
+
+
+def within_correlation_table(readings: pd.DataFrame, metrics: dict[str, str],
+                             paper: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Spearman rho of each metric with success within arms, over every reading (:func:`checkpoint_readings`), with
+    a bootstrap over runs within arms (:func:`ragen2.repro.stats.within_strata_spearman`).
+
+    Returns:
+        :func:`correlation_table`'s columns (``n``: readings used) plus ``runs`` and ``arms`` used; a metric with no
+        arm of 3 or more runs gets NaN.
+    """
+    lookup = {} if paper is None else dict(zip(paper["metric"], paper["paper_rho"]))
+    rows = []
+    for col, label in metrics.items():
+        row = {"metric": col, "label": label, "rho": math.nan, "ci_low": math.nan, "ci_high": math.nan,
+               "p": math.nan, "n": 0, "runs": 0, "arms": 0}
+        if col in readings.columns:
+            ok = readings.dropna(subset=[col, "success"])
+            try:
+                r = within_strata_spearman(ok[col], ok["success"], ok["arm"], ok["run_id"])
+            except ValueError:
+                r = None
+            if r is not None:
+                sizes = ok.groupby("arm")["run_id"].nunique()
+                used = ok[ok["arm"].isin(sizes[sizes >= 3].index)]
+                row.update(rho=r.rho, ci_low=r.ci_low, ci_high=r.ci_high, p=r.p, n=r.n,
+                           runs=used["run_id"].nunique(), arms=used["arm"].nunique())
+        if lookup:
+            row["paper_rho"] = lookup.get(col.rsplit("/", 1)[-1], math.nan)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def correlation_claim(claim: str, corr: pd.DataFrame, mi_metric: str, entropy_metrics: Sequence[str], *,
+                      what: str = "Spearman vs final success (95% bootstrap CIs)") -> Claim:
     """C2: the MI proxy correlates positively with success (significant), and better than entropies.
 
     ``agree`` = rho(MI) significantly > 0 and larger than every entropy metric's |rho|; ``disagree`` =
@@ -204,7 +273,7 @@ def correlation_claim(claim: str, corr: pd.DataFrame, mi_metric: str, entropy_me
     text = ", ".join(f"{r.label} rho {r.rho:+.2f} [{r.ci_low:+.2f}, {r.ci_high:+.2f}] (p={r.p:.2g}, n={r.n})"
                      for r in corr.itertuples())
     paper = f"; paper: {mi_metric.rsplit('/', 1)[-1]} rho {paper_rho:+.2f}" if paper_rho is not None else ""
-    return Claim(claim, verdict, f"Spearman vs final success (95% bootstrap CIs): {text}{paper}")
+    return Claim(claim, verdict, f"{what}: {text}{paper}")
 
 
 def grad_bucket_rows(grad: pd.DataFrame) -> pd.DataFrame:
@@ -271,7 +340,7 @@ def intervention_claim(claim: str, runs: pd.DataFrame, *, sweeps: pd.DataFrame |
         if len(diffs) < 2:
             context.append(f"{label}: {len(diffs)} seed(s) paired with the base point ({base_text}); too few")
             continue
-        res = paired_test(diffs["treated"].to_numpy(), diffs["base"].to_numpy())
+        res = paired_test(diffs["treated"].to_numpy(), diffs["base"].to_numpy(), boards=unit_boards(diffs))
         significant = res.t_p < 0.05
         if significant:
             moved.append(label)
@@ -290,7 +359,7 @@ def intervention_claim(claim: str, runs: pd.DataFrame, *, sweeps: pd.DataFrame |
     if len(units) < 2:
         verdict, text = "inconclusive", f"{len(units)} no-filter run(s) with a Top-p < 1 partner; too few"
     else:
-        res = paired_test(units["treated"].to_numpy(), units["base"].to_numpy())
+        res = paired_test(units["treated"].to_numpy(), units["base"].to_numpy(), boards=unit_boards(units))
         verdict = res.verdict("greater", paper_effect)
         ids = units["partners"].str.split(",").explode()
         counts = ids.map(runs.set_index("run_id")["filter.value"].astype(float)).value_counts().sort_index(ascending=False)

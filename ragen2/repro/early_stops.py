@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
 from ragen2.repro.collapse_criteria import wide_steps
@@ -72,23 +73,29 @@ def stop_table(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
         if column not in wide:
             wide[column] = math.nan
     rows = []
-    for run in runs.itertuples(index=False):
+    episodes = runs["val_episodes"] if "val_episodes" in runs else pd.Series(None, index=runs.index, dtype=object)
+    for run, per_board in zip(runs.itertuples(index=False), episodes):
         frame = wide[wide["run_id"] == run.run_id]
         stop, reason = replay_stop(frame)
         validations = frame[["step", SUCCESS]].dropna().sort_values("step")
         before = validations if stop is None else validations[validations["step"] <= stop]
+        last = int(validations["step"].iloc[-1]) if len(validations) else None
+        scored = int(before["step"].iloc[-1]) if len(before) else None
+        boards = per_board if isinstance(per_board, dict) else {}
         rows.append({"run_id": run.run_id, "seed": run.seed, "condition": run.condition,
                      "stop_step": math.nan if stop is None else stop, "stop_reason": reason,
                      "success_off": float(validations[SUCCESS].iloc[-1]) if len(validations) else math.nan,
-                     "scored_step": int(before["step"].iloc[-1]) if len(before) else math.nan,
-                     "success_on": float(before[SUCCESS].iloc[-1]) if len(before) else math.nan})
+                     "scored_step": math.nan if scored is None else scored,
+                     "success_on": float(before[SUCCESS].iloc[-1]) if len(before) else math.nan,
+                     "episodes_off": boards.get(last), "episodes_on": boards.get(scored)})
     return pd.DataFrame(rows, columns=["run_id", "seed", "condition", "stop_step", "stop_reason", "success_off",
-                                       "scored_step", "success_on"])
+                                       "scored_step", "success_on", "episodes_off", "episodes_on"])
 
 
 def stops_comparison(table: pd.DataFrame, baseline: str = "none") -> pd.DataFrame:
     """Per filter condition and stops setting (off, on): runs, runs stopped, mean success and the paired difference
-    from ``baseline`` over seeds (mean, 95 % t-interval, paired t p). ``table`` is :func:`stop_table`."""
+    from ``baseline`` over seeds (mean, 95 % t-interval, paired t p; with the evaluation's noise where the runs kept
+    per-board records). ``table`` is :func:`stop_table`."""
     rows = []
     for condition in sorted(table["condition"].unique(), key=lambda c: (c != baseline, c)):
         part = table[table["condition"] == condition]
@@ -101,8 +108,21 @@ def stops_comparison(table: pd.DataFrame, baseline: str = "none") -> pd.DataFram
                 pairs = pair_by_seed(table[table["condition"].isin([condition, baseline])], column, "condition",
                                      condition, baseline)
                 if len(pairs) >= 2:
-                    result = paired_test(pairs[condition].to_numpy(), pairs[baseline].to_numpy())
+                    result = paired_test(pairs[condition].to_numpy(), pairs[baseline].to_numpy(),
+                                         boards=_boards(table, column, condition, baseline, pairs.index))
                     row.update({"diff_vs_" + baseline: result.mean_diff, "t_ci_low": result.t_ci_low,
                                 "t_ci_high": result.t_ci_high, "t_p": result.t_p})
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _boards(table: pd.DataFrame, column: str, condition: str, baseline: str, seeds) -> np.ndarray | None:
+    """Per-board differences of ``column``'s validation, ``condition`` minus ``baseline``, at the paired ``seeds``
+    (None where a run kept no per-board record): the evaluation's noise in the interval."""
+    episodes = "episodes_off" if column == "success_off" else "episodes_on"
+    if episodes not in table:
+        return None
+    sides = [table[table["condition"] == c].set_index("seed")[episodes].reindex(seeds) for c in (condition, baseline)]
+    if any(x is None or not isinstance(x, np.ndarray) for side in sides for x in side):
+        return None
+    return np.stack(sides[0].to_list()) - np.stack(sides[1].to_list())

@@ -57,6 +57,7 @@ QUADRANTS = {
 DYNAMICS_METRICS = {
     "filter/kept_ratio": "kept ratio (share of prompt groups)",
     "filter/zero_variance_count": "zero-variance groups (per step)",
+    "filter/zero_task_spread_count": "groups without task signal:\nall fail or all succeed (per step)",
     "filter/reward_std_mean": "in-group reward std, RV (reward)",
     "val/success": "validation success (share of episodes)",
 }

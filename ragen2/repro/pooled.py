@@ -21,8 +21,9 @@ from pathlib import Path
 import pandas as pd
 
 from ragen2.repro import verdicts as v
-from ragen2.repro.claim_tests import correlation_table
+from ragen2.repro.claim_tests import checkpoint_readings, correlation_table, within_correlation_table
 from ragen2.repro.claims import CLAIM_IDS, Claim
+from ragen2.repro.preconditions import c2_preconditions, pooled_untested
 from ragen2.repro.studies import load_study, load_study_grad_tables, slip_runs, sweep_table
 from ragen2.repro.tables import paper_reference_values
 
@@ -56,8 +57,13 @@ def _c1(roots, figs) -> v.Verdict:
 
 
 def _c2(roots, figs) -> v.Verdict:
-    runs = _both(lambda r: load_study(r, v.C2_STUDIES, metrics=list(v.C2_METRICS))[0], roots)
-    return v.c2_mi_predicts_success(correlation_table(runs, v.C2_METRICS, paper=paper_reference_values()))
+    loaded = [load_study(r, v.C2_STUDIES, metrics=list(v.C2_METRICS)) for r in roots]
+    runs = pd.concat([loaded[0][0], relabel(loaded[1][0])], ignore_index=True)
+    steps = pd.concat([loaded[0][1], relabel(loaded[1][1])], ignore_index=True)
+    paper = paper_reference_values()
+    within = within_correlation_table(checkpoint_readings(runs, steps, list(v.C2_METRICS)), v.C2_METRICS, paper=paper)
+    return v.c2_mi_predicts_success(within, pooled=correlation_table(runs, v.C2_METRICS, paper=paper),
+                                    pooled_untested=pooled_untested(c2_preconditions(runs), "C2"))
 
 
 def _c3(roots, figs) -> v.Verdict:

@@ -26,14 +26,12 @@ import pandas as pd
 
 from ragen2.fileio import write_text_atomic
 from ragen2.repro.claims import CLAIM_IDS, Claim
-from ragen2.repro.stats import bootstrap_mean_ci
+from ragen2.repro.stats import bootstrap_mean_ci, paired_test
 
 LEARNS_POINTS = 15.0
 """Points of validation success over the warm start for "RL learns" (the learning screen's threshold)."""
 NOISE_FACTOR = 2.0
 """C2: the spread of final success over runs must be at least this many per-run standard errors."""
-SLIP_R2_MAX = 0.5
-"""C2: the largest share of the variance of final success the stochasticity level may explain."""
 FAILING_SHARE_MIN = 0.5
 """C3: the smallest share of failing prompts (success below 0.5) in the lowest RV quartile."""
 ZERO_VARIANCE_SHARE_MIN = 0.10
@@ -47,7 +45,11 @@ TABLE = "table_preconditions"
 TABLE_CAPTION = ("Each claim's preconditions (what the paper's argument needs; criteria fixed before the runs, "
                  "docs/preregistrations.md §7.16), measured on the runs that decide the claim in each realization; "
                  "held = held wherever measured. A claim with one not held reads untested in claims.csv.")
-COLUMNS = ("claim", "precondition", "holds_when", "measured", "value", "held")
+CONDITION_R2_MAX = 0.5
+"""C2: the largest share of the variance of final success the runs' arms may explain for the pooled rho to read."""
+GATES = ("verdict", "pooled reading")
+"""What a precondition gates: the claim's verdict, or only the pooled reading shown beside it as context."""
+COLUMNS = ("claim", "precondition", "holds_when", "measured", "value", "held", "gates")
 
 
 @dataclass(frozen=True)
@@ -65,10 +67,14 @@ class Precondition:
     """The number the criterion reads (NaN when not measured)."""
     held: bool | None
     """Whether the criterion holds; ``None``: not measured (its runs absent)."""
+    gates: str = "verdict"
+    """What an unmet criterion makes untested (:data:`GATES`): the verdict, or only the pooled reading beside it."""
 
     def __post_init__(self) -> None:
         if self.claim not in CLAIM_IDS:
             raise ValueError(f"claim id {self.claim!r} is not one of {CLAIM_IDS}")
+        if self.gates not in GATES:
+            raise ValueError(f"gates of {self.claim} must be one of {GATES}, got {self.gates!r}")
         if "\n" in self.measured:
             raise ValueError(f"measured of {self.claim} must be one line, got {self.measured!r}")
 
@@ -80,7 +86,7 @@ def _not_measured(claim: str, precondition: str, holds_when: str, why: str) -> P
 def gate(claim: Claim, preconditions: Iterable[Precondition]) -> Claim:
     """``claim`` unchanged where every precondition of it held or was not measured; else ``untested``, its evidence
     naming the unmet precondition(s) and what the test alone gave."""
-    unmet = [p for p in preconditions if p.claim == claim.claim and p.held is False]
+    unmet = [p for p in preconditions if p.claim == claim.claim and p.held is False and p.gates == "verdict"]
     if not unmet:
         return claim
     why = "; ".join(f"{p.precondition} ({p.measured}; needs {p.holds_when})" for p in unmet)
@@ -105,18 +111,48 @@ def validation_gains(steps: pd.DataFrame, run_ids: Iterable[str], *, peak: bool 
     return pd.Series(out, dtype=float)
 
 
+def gain_boards(runs: pd.DataFrame, steps: pd.DataFrame, gains: pd.Series, *, peak: bool = False) -> np.ndarray | None:
+    """``[runs, boards]``: each run's success on every validation board at the end (``peak``: at its best validation
+    after step 0) minus at step 0, in points, rows in ``gains``' order; None where a run kept no per-board record."""
+    if "val_episodes" not in runs.columns:
+        return None
+    by_run = runs.set_index("run_id")["val_episodes"]
+    val = steps[(steps["metric"] == VAL_METRIC) & steps["run_id"].isin(set(gains.index))].dropna(subset=["value"])
+    rows = []
+    for rid in gains.index:
+        episodes = by_run.get(rid)
+        if not isinstance(episodes, dict) or 0 not in episodes:
+            return None
+        part = val[(val["run_id"] == rid) & (val["step"] > 0)].sort_values("step")
+        step = int(part.loc[part["value"].idxmax(), "step"]) if peak else max(episodes)
+        if step not in episodes:
+            return None
+        rows.append(100.0 * (episodes[step] - episodes[0]))
+    return np.stack(rows) if rows else None
+
+
 def rl_learns(claim: str, steps: pd.DataFrame, run_ids: Iterable[str], *, where: str, peak: bool = False,
-              precondition: str = "RL learns") -> Precondition:
-    """Mean validation gain of the no-filter runs ``run_ids`` (``where`` names them) against :data:`LEARNS_POINTS`."""
+              precondition: str = "RL learns", runs: pd.DataFrame | None = None) -> Precondition:
+    """Mean validation gain of the no-filter runs ``run_ids`` (``where`` names them) against :data:`LEARNS_POINTS`.
+
+    Its interval includes the evaluation's noise where ``runs`` holds the runs' per-board records
+    (:func:`gain_boards`, :func:`ragen2.repro.stats.paired_test`): the runs share their validation boards, so the
+    spread between runs alone would leave it out."""
     which = "peak" if peak else "final"
     holds_when = f"mean {which} gain over the warm start >= {LEARNS_POINTS:g} points"
     gains = validation_gains(steps, run_ids, peak=peak)
     if gains.empty:
         return _not_measured(claim, precondition, holds_when, f"no {where} with a step-0 validation")
-    lo, hi = bootstrap_mean_ci(gains.to_numpy()) if len(gains) > 1 else (math.nan, math.nan)
+    boards = gain_boards(runs, steps, gains, peak=peak) if runs is not None else None
+    if boards is not None and len(gains) > 1:
+        result = paired_test(gains.to_numpy(), np.zeros(len(gains)), boards=boards)
+        lo, hi = result.t_ci_low, result.t_ci_high
+    else:
+        lo, hi = bootstrap_mean_ci(gains.to_numpy()) if len(gains) > 1 else (math.nan, math.nan)
+    noise = f", with the evaluation noise of {boards.shape[1]} boards" if boards is not None and len(gains) > 1 else ""
     mean = round(float(gains.mean()), 9)  # success is a count over episodes: no float dust at the threshold
     return Precondition(claim, precondition, holds_when,
-                        f"{which} gain {mean:+.1f} points [{lo:+.1f}, {hi:+.1f}] over {len(gains)} {where}",
+                        f"{which} gain {mean:+.1f} points [{lo:+.1f}, {hi:+.1f}{noise}] over {len(gains)} {where}",
                         mean, mean >= LEARNS_POINTS)
 
 
@@ -133,40 +169,59 @@ def c1_preconditions(runs: pd.DataFrame, steps: pd.DataFrame, screen: str | None
     also cites ``screen`` (default: what the learning screen found, :data:`ragen2.repro.learning_screen.OUTCOME`)."""
     from ragen2.repro.learning_screen import OUTCOME
 
-    learns = rl_learns("C1", steps, _no_filter(runs)["run_id"], where="no-filter runs of the C1 comparison")
+    learns = rl_learns("C1", steps, _no_filter(runs)["run_id"], where="no-filter runs of the C1 comparison", runs=runs)
     screen = screen if screen is not None else (OUTCOME.note() if OUTCOME is not None else "")
     return [replace(learns, measured=f"{learns.measured}; {screen}") if screen else learns]
 
 
 def c2_preconditions(runs: pd.DataFrame) -> list[Precondition]:
-    """C2: final success spreads across the correlated runs beyond evaluation noise, and not mainly by slip level.
+    """C2 (docs/preregistrations.md §7.18): final success spreads within the runs' arms beyond evaluation noise (what
+    the within-arm test needs), and the arms explain less than half of its variance (what the rho pooled over arms
+    needs: an unmet one gates that pooled reading, not the within-arm verdict).
 
-    ``runs``: the runs C2 correlates, with ``final_success``, ``rollout.val_groups`` and (FrozenLake's)
-    ``env.kwargs.success_rate``.
+    ``runs``: the runs C2 correlates, with ``final_success``, ``rollout.val_groups`` and the settings of
+    :data:`ragen2.repro.studies.ARM_COLUMNS` (an arm: a setting, slip level included, but the seed and warm start).
     """
-    noise_when = f"std of final success over runs >= {NOISE_FACTOR:g} x the median per-run standard error"
-    slip_when = f"slip level explains < {SLIP_R2_MAX:.0%} of the variance of final success (R^2)"
+    from ragen2.repro.studies import arms
+
+    noise_when = (f"pooled within-arm std of final success >= {NOISE_FACTOR:g} x the median per-run standard error "
+                  "(arms of 2+ runs)")
+    share_when = f"the arms explain < {CONDITION_R2_MAX:.0%} of the variance of final success (R^2)"
+    share_name = "filter condition does not explain the spread"
     done = runs.dropna(subset=["final_success"])
     if len(done) < 3:
-        return [_not_measured("C2", "success differs beyond noise", noise_when, f"{len(done)} runs"),
-                _not_measured("C2", "slip does not explain the spread", slip_when, f"{len(done)} runs")]
+        return [_not_measured("C2", "success differs beyond noise within arms", noise_when, f"{len(done)} runs"),
+                replace(_not_measured("C2", share_name, share_when, f"{len(done)} runs"), gates="pooled reading")]
     p = done["final_success"].astype(float)
     n = done["rollout.val_groups"].astype(float) if "rollout.val_groups" in done else pd.Series(64.0, index=done.index)
     se = float(np.median(np.sqrt(p * (1 - p) / n)))
-    spread = float(p.std(ddof=1))
-    ratio = spread / se if se > 0 else math.inf
-    noise = Precondition("C2", "success differs beyond noise", noise_when,
-                         f"std {100 * spread:.1f} points over {len(done)} runs, median standard error "
-                         f"{100 * se:.1f} ({ratio:.1f} x)", ratio, ratio >= NOISE_FACTOR)
-    level = (done["env"].astype(str) + ":" + done.get("env.kwargs.success_rate", pd.Series(index=done.index))
-             .astype(str))
-    means = p.groupby(level).transform("mean")
+    arm = arms(done)
+    counts = arm.map(arm.value_counts())
+    centred = (p - p.groupby(arm).transform("mean"))[counts >= 2]
+    dof = int((counts >= 2).sum() - arm[counts >= 2].nunique())
+    spread = math.sqrt(float((centred ** 2).sum()) / dof) if dof > 0 else math.nan
+    ratio = spread / se if se > 0 and math.isfinite(spread) else math.nan
+    if math.isnan(ratio):
+        noise = _not_measured("C2", "success differs beyond noise within arms", noise_when,
+                              "no arm with 2 or more runs")
+    else:
+        noise = Precondition("C2", "success differs beyond noise within arms", noise_when,
+                             f"within-arm std {100 * spread:.1f} points over {int((counts >= 2).sum())} runs in "
+                             f"{arm[counts >= 2].nunique()} arms, median standard error {100 * se:.1f} ({ratio:.1f} x)",
+                             ratio, ratio >= NOISE_FACTOR)
     total = float(((p - p.mean()) ** 2).sum())
-    r2 = 1.0 - float(((p - means) ** 2).sum()) / total if total > 0 else 0.0
-    slip = Precondition("C2", "slip does not explain the spread", slip_when,
-                        f"R^2 {r2:.2f} over {level.nunique()} environment and slip levels, {len(done)} runs", r2,
-                        r2 < SLIP_R2_MAX)
-    return [noise, slip]
+    r2 = 1.0 - float(((p - p.groupby(arm).transform("mean")) ** 2).sum()) / total if total > 0 else 0.0
+    share = Precondition("C2", share_name, share_when,
+                         f"R^2 {r2:.2f} over {arm.nunique()} arms, {len(done)} runs (gates the pooled rho only)", r2,
+                         r2 < CONDITION_R2_MAX, gates="pooled reading")
+    return [noise, share]
+
+
+def pooled_untested(preconditions: Iterable[Precondition], claim: str) -> str | None:
+    """The unmet preconditions that gate ``claim``'s pooled reading, in words (None when none is unmet)."""
+    unmet = [p for p in preconditions if p.claim == claim and p.gates == "pooled reading" and p.held is False]
+    return "; ".join(f"{p.precondition} ({p.measured.split(' (gates')[0]}; needs {p.holds_when})"
+                     for p in unmet) or None
 
 
 def c3_preconditions(prompts: pd.DataFrame, phase: str = "end") -> list[Precondition]:
@@ -204,10 +259,29 @@ def zero_variance_share(steps: pd.DataFrame, run_ids: Iterable[str]) -> pd.Serie
     return share.groupby(level="run_id").mean()
 
 
+def zero_task_spread_share(steps: pd.DataFrame, run_ids: Iterable[str]) -> pd.Series:
+    """Per run: groups with no task signal (every rollout failed, or every one succeeded:
+    ``filter/zero_task_spread_count``) over all groups, averaged over its training steps; empty for runs made before
+    the trainer logged it."""
+    wanted = set(run_ids)
+    part = steps[steps["run_id"].isin(wanted) & steps["metric"].isin(("filter/zero_task_spread_count",
+                                                                       "filter/total_groups"))]
+    wide = part.pivot_table(index=["run_id", "step"], columns="metric", values="value")
+    if wide.empty or "filter/zero_task_spread_count" not in wide:
+        return pd.Series(dtype=float)
+    wide = wide.dropna()
+    share = wide["filter/zero_task_spread_count"] / wide["filter/total_groups"]
+    return share.groupby(level="run_id").mean()
+
+
 def c4_preconditions(runs: pd.DataFrame, steps: pd.DataFrame) -> list[Precondition]:
-    """C4: a regulariser in the loss, and zero-variance groups present, in the gradient-analysis runs ``runs``."""
+    """C4: a regulariser in the loss, and low-variance groups present, in the gradient-analysis runs ``runs``. A
+    group without task signal is one whose rollouts all fail or all succeed (:func:`zero_task_spread_share`; its
+    shaped reward may still spread by a format penalty); runs that did not log it fall back to exact zero reward
+    spread (docs/preregistrations.md §7.18)."""
     reg_when = "entropy coefficient + KL coefficient > 0"
-    zv_when = f"zero-variance groups >= {ZERO_VARIANCE_SHARE_MIN:.0%} of groups, mean over training"
+    zv_when = (f"groups without task signal (all fail or all succeed) >= {ZERO_VARIANCE_SHARE_MIN:.0%} of groups, "
+               "mean over training")
     if runs.empty:
         return [_not_measured("C4", "a regulariser in the loss", reg_when, "no gradient-analysis run"),
                 _not_measured("C4", "low-variance prompts present", zv_when, "no gradient-analysis run")]
@@ -215,14 +289,17 @@ def c4_preconditions(runs: pd.DataFrame, steps: pd.DataFrame) -> list[Preconditi
     out = [Precondition("C4", "a regulariser in the loss", reg_when,
                         f"entropy + KL coefficient {reg.min():g} to {reg.max():g} over {len(runs)} runs",
                         float(reg.min()), bool((reg > 0).all()))]
-    shares = zero_variance_share(steps, runs["run_id"])
+    exact = zero_variance_share(steps, runs["run_id"])
+    task = zero_task_spread_share(steps, runs["run_id"])
+    shares, what = (task, "without task signal") if not task.empty else (exact, "with zero reward spread")
     if shares.empty:
         out.append(_not_measured("C4", "low-variance prompts present", zv_when, "no filter metrics logged"))
     else:
         mean = float(shares.mean())
+        beside = (f"; zero reward spread {exact.mean():.0%}" if not task.empty and not exact.empty else "")
         out.append(Precondition("C4", "low-variance prompts present", zv_when,
-                                f"{mean:.0%} of groups (runs {shares.min():.0%} to {shares.max():.0%}, {len(shares)} "
-                                "runs)", mean, mean >= ZERO_VARIANCE_SHARE_MIN))
+                                f"{mean:.0%} of groups {what} (runs {shares.min():.0%} to {shares.max():.0%}, "
+                                f"{len(shares)} runs){beside}", mean, mean >= ZERO_VARIANCE_SHARE_MIN))
     return out
 
 
@@ -246,7 +323,7 @@ def c6_preconditions(treated: pd.DataFrame, steps: pd.DataFrame) -> list[Precond
     forced by a large entropy bonus (``treated``: :func:`~ragen2.repro.studies.mechanism_arms`'s treated runs)."""
     ent_when = f"entropy coefficient <= {ENTROPY_COEF_MAX:g} (10 x the paper's 0.001)"
     learns = rl_learns("C6", steps, _no_filter(treated)["run_id"], where="no-filter runs C6 reads", peak=True,
-                       precondition="RL learns before any decline")
+                       precondition="RL learns before any decline", runs=treated)
     if treated.empty:
         return [learns, _not_measured("C6", "collapse not forced", ent_when, "no mechanism run")]
     ent = treated["trainer.entropy_coef"].astype(float)
@@ -261,7 +338,7 @@ def c7_preconditions(sweep_runs: pd.DataFrame, steps: pd.DataFrame) -> list[Prec
     for column, value in PAPER_DEFAULTS.items():
         if column in at_default:
             at_default = at_default[np.isclose(at_default[column].astype(float), value)]
-    return [rl_learns("C7", steps, at_default["run_id"], where="sweep runs at the paper's defaults")]
+    return [rl_learns("C7", steps, at_default["run_id"], where="sweep runs at the paper's defaults", runs=at_default)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -274,7 +351,7 @@ def _to_csv(rows: Sequence[Precondition]) -> str:
     writer.writerow(COLUMNS)
     for p in rows:
         held = "" if p.held is None else str(p.held).lower()
-        writer.writerow([p.claim, p.precondition, p.holds_when, p.measured, f"{p.value:.6g}", held])
+        writer.writerow([p.claim, p.precondition, p.holds_when, p.measured, f"{p.value:.6g}", held, p.gates])
     return buf.getvalue()
 
 
@@ -293,7 +370,8 @@ def read_preconditions(path: str | Path) -> list[Precondition]:
     if header is None or tuple(header) != COLUMNS:
         raise ValueError(f"{path}: columns must be exactly {list(COLUMNS)}, got {header}")
     held = {"true": True, "false": False, "": None}
-    return [Precondition(c, name, when, measured, float(value), held[h]) for c, name, when, measured, value, h in reader]
+    return [Precondition(c, name, when, measured, float(value), held[h], gates)
+            for c, name, when, measured, value, h, gates in reader]
 
 
 def precondition_table(dirs: dict[str, str | Path]) -> tuple[pd.DataFrame, list[Precondition]]:
@@ -311,7 +389,7 @@ def precondition_table(dirs: dict[str, str | Path]) -> tuple[pd.DataFrame, list[
             for p in read_preconditions(path):
                 read.append(p)
                 row = rows.setdefault((p.claim, p.precondition), {"claim": p.claim, "precondition": p.precondition,
-                                                                  "holds_when": p.holds_when, "held": None})
+                                                                  "holds_when": shown_when(p), "held": None})
                 row[label] = p.measured
                 if p.held is not None:
                     row["held"] = p.held if row["held"] is None else (row["held"] and p.held)
@@ -324,5 +402,10 @@ def precondition_table(dirs: dict[str, str | Path]) -> tuple[pd.DataFrame, list[
 def as_table(rows: Iterable[Precondition]) -> pd.DataFrame:
     """Preconditions as a table to show beside a verdict (``held``: yes, no or not measured)."""
     shown = {True: "yes", False: "no", None: "not measured"}
-    return pd.DataFrame([{"claim": p.claim, "precondition": p.precondition, "holds when": p.holds_when,
+    return pd.DataFrame([{"claim": p.claim, "precondition": p.precondition, "holds when": shown_when(p),
                           "measured": p.measured, "held": shown[p.held]} for p in rows])
+
+
+def shown_when(p: Precondition) -> str:
+    """The criterion as tables show it: with what it gates when that is not the verdict."""
+    return p.holds_when if p.gates == "verdict" else f"{p.holds_when} (gates the {p.gates} only)"

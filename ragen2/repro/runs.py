@@ -4,6 +4,9 @@ A run directory ``<root>/<run_id>/`` (layout: :mod:`ragen2.rundir`) holds
 
 - ``config.json``: the :class:`ragen2.config.RunConfig` as a dict (required);
 - ``summary.json``: final/best validation success, steps, early-stop reason (optional);
+- ``val_episodes.jsonl``: each validation episode's success (optional; the runs table's ``val_episodes``: step ->
+  per-board array, and ``start_episodes`` and ``final_episodes``: those of step 0 and of the last validation; None
+  without it);
 - ``metrics.jsonl``: one JSON object per logged step with ``step`` and slash-namespaced metrics
   (optional; non-finite floats are stored as the strings ``"nan"``, ``"inf"``, ``"-inf"``);
 - gradient-analysis tables ``grad_analysis*.csv`` (optional, read by :func:`load_grad_tables`).
@@ -36,6 +39,11 @@ LABEL_COLUMNS = ("env", "algo", "condition", "seed")
 
 SUCCESS_METRIC = "val/success"
 """The per-step metric whose last value is a run's ``final_success``."""
+
+EPISODE_COLUMNS = {"final_success": "final_episodes"}
+"""A per-run value that is a mean over the validation boards -> the runs-table column holding its per-board outcomes
+(``start_episodes``: the same at step 0), so that its intervals can include the evaluation's noise
+(:func:`ragen2.repro.stats.paired_test`'s ``boards``)."""
 
 MI_METRIC = "collapse_first_turn/mi_estimate"
 """The per-token MI proxy used as "the MI" in verdicts (the per-token estimate of docs/method.md §5.5)."""
@@ -175,12 +183,16 @@ def read_runs(run_dirs: Iterable[str | Path]) -> tuple[pd.DataFrame, pd.DataFram
             final = _summary_number(summary, ("final_val_success", SUCCESS_METRIC))
         if math.isnan(best):
             best = _summary_number(summary, ("best_val_success",))
+        episodes = rundir.read_val_episodes(run_dir)
         row = {
             "run_id": run_dir.name,
             **labels,
             "final_success": final,
             "best_success": best,
             "last_step": int(steps["step"].max()) if len(steps) else -1,
+            "start_episodes": episodes.get(0),
+            "final_episodes": episodes[max(episodes)] if episodes else None,
+            "val_episodes": episodes or None,
         }
         row.update(flatten(config))
         row.update(flatten(summary, "summary."))

@@ -52,8 +52,13 @@ class PairedResult:
     ci_high: float
     ci_level: float
     t_ci_low: float = math.nan
-    """Student-t CI of the mean difference at ``ci_level`` (NaN for one pair); the verdicts use it."""
+    """Student-t CI of the mean difference at ``ci_level`` (NaN for one pair); the verdicts use it. With per-board
+    outcomes (``boards`` of :func:`paired_test`) it includes the evaluation's noise."""
     t_ci_high: float = math.nan
+    boards: int = 0
+    """Evaluation boards whose resampling the intervals and ``t_p`` include (0: none given)."""
+    board_se: float = 0.0
+    """The standard error the boards add to the mean difference (:func:`board_variance`'s root)."""
 
     def as_dict(self) -> dict[str, float]:
         return asdict(self)
@@ -61,10 +66,11 @@ class PairedResult:
     def summary(self, scale: float = 1.0, unit: str = "") -> str:
         """One-line evidence text, e.g. ``diff +3.1 [+0.4, +5.9] (95% t-CI), wins 5/6, t p=0.03, ...``."""
         u = f" {unit}" if unit else ""
+        noise = f" with the evaluation noise of {self.boards} boards" if self.boards else ""
         return (
             f"diff {self.mean_diff * scale:+.3g}{u} "
             f"[{self.t_ci_low * scale:+.3g}, {self.t_ci_high * scale:+.3g}] "
-            f"({self.ci_level:.0%} t-CI), wins {self.wins}/{self.n} (ties {self.ties}), "
+            f"({self.ci_level:.0%} t-CI{noise}), wins {self.wins}/{self.n} (ties {self.ties}), "
             f"paired t p={self.t_p:.3g}, Wilcoxon p={self.wilcoxon_p:.3g}, sign p={self.sign_p:.3g}, "
             f"n={self.n} pairs"
         )
@@ -123,11 +129,48 @@ def bootstrap_mean_ci(
     return float(np.quantile(means, tail)), float(np.quantile(means, 1 - tail))
 
 
-def paired_test(a, b, *, n_boot: int = 10_000, ci: float = 0.95, seed: int = 0) -> PairedResult:
+def board_variance(boards) -> float:
+    """The variance that resampling the evaluation boards adds to a mean difference over units.
+
+    ``boards[i, j]`` is unit ``i``'s difference on board ``j`` (e.g. a Top-p run's success on validation board ``j``
+    minus its paired no-filter run's, or a run's final success there minus its warm start's). Every unit is scored on
+    the same ``J`` boards, so which boards were drawn moves every unit's difference alike: that part of the error
+    does not shrink with more units and never shows as spread between them. It is ``var_j(mean_i boards[i, j]) / J``
+    (the squared standard error of a mean over ``J`` boards of the units' mean difference per board)."""
+    d = np.asarray(boards, dtype=np.float64)
+    if d.ndim != 2 or d.shape[1] < 2 or not np.all(np.isfinite(d)):
+        raise ValueError(f"boards must be a finite [units, boards] matrix with >= 2 boards, got shape {d.shape}")
+    return float(d.mean(axis=0).var(ddof=1) / d.shape[1])
+
+
+def two_way_bootstrap_mean_ci(boards, *, n_boot: int = 10_000, ci: float = 0.95, seed: int = 0
+                              ) -> tuple[float, float]:
+    """Percentile bootstrap CI of the mean of ``boards[i, j]`` resampling units (rows) and boards (columns)
+    independently: both the units' spread and the evaluation boards' noise."""
+    d = np.asarray(boards, dtype=np.float64)
+    _check_ci(ci, n_boot)
+    if d.ndim != 2 or d.size == 0:
+        raise ValueError(f"boards must be a non-empty [units, boards] matrix, got shape {d.shape}")
+    rng = np.random.default_rng(seed)
+    n, j = d.shape
+    means = np.empty(n_boot)
+    for k in range(n_boot):  # the row-then-column means of a resample: O(n * J) each
+        rows = d[rng.integers(0, n, size=n)]
+        means[k] = rows[:, rng.integers(0, j, size=j)].mean()
+    tail = (1 - ci) / 2
+    return float(np.quantile(means, tail)), float(np.quantile(means, 1 - tail))
+
+
+def paired_test(a, b, *, boards=None, n_boot: int = 10_000, ci: float = 0.95, seed: int = 0) -> PairedResult:
     """Compare ``a`` with ``b`` measured on the same seeds (``a[i]`` pairs with ``b[i]``).
 
     Args:
         a, b: equal-length sequences of finite numbers (at least one pair).
+        boards: optional ``[pairs, J]`` per-board differences behind ``a - b`` (each row's mean is ``a[i] - b[i]``),
+            when ``a`` and ``b`` are means over the same ``J`` evaluation boards. The t-interval and ``t_p`` then
+            use the standard error ``sqrt(s^2 / n + board_variance(boards))`` on ``n - 1`` degrees of freedom, and the
+            bootstrap resamples boards as well as pairs (:func:`two_way_bootstrap_mean_ci`): the evaluation's noise
+            is in every interval (docs/preregistrations.md §7.18).
         n_boot: bootstrap resamples for the CI of the mean difference.
         ci: CI level.
         seed: seed of the bootstrap generator.
@@ -150,6 +193,14 @@ def paired_test(a, b, *, n_boot: int = 10_000, ci: float = 0.95, seed: int = 0) 
     if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
         raise ValueError(f"a and b must be finite; a={x.tolist()}, b={y.tolist()}")
     d = x - y
+    v_board, n_boards = 0.0, 0
+    if boards is not None:
+        per_board = np.asarray(boards, dtype=np.float64)
+        if per_board.ndim != 2 or per_board.shape[0] != d.size:
+            raise ValueError(f"boards must have one row per pair ({d.size}), got shape {per_board.shape}")
+        if not np.allclose(per_board.mean(axis=1), d, rtol=0, atol=1e-9):
+            raise ValueError("each row of boards must average to its pair's difference a[i] - b[i]")
+        v_board, n_boards = board_variance(per_board), per_board.shape[1]
     wins, losses = int((d > 0).sum()), int((d < 0).sum())
     ties = int(d.size - wins - losses)
     sign_p = float(sps.binomtest(wins, wins + losses, 0.5).pvalue) if wins + losses else 1.0
@@ -160,15 +211,21 @@ def paired_test(a, b, *, n_boot: int = 10_000, ci: float = 0.95, seed: int = 0) 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # small-sample notes from scipy
             wilcoxon_p = float(sps.wilcoxon(nonzero, alternative="two-sided").pvalue)
-    if d.size > 1 and np.ptp(d) > 0:
+    if d.size > 1 and np.ptp(d) > 0 and boards is None:
         t_p = float(sps.ttest_rel(x, y).pvalue)
         half = float(sps.t.ppf(0.5 + ci / 2, d.size - 1) * d.std(ddof=1) / math.sqrt(d.size))
+        t_ci = (float(d.mean()) - half, float(d.mean()) + half)
+    elif d.size > 1 and (np.ptp(d) > 0 or v_board > 0):  # the t-test with the boards' variance in its error
+        se = math.sqrt(float(d.var(ddof=1)) / d.size + v_board)
+        t_p = float(2 * sps.t.sf(abs(float(d.mean())) / se, d.size - 1))
+        half = float(sps.t.ppf(0.5 + ci / 2, d.size - 1) * se)
         t_ci = (float(d.mean()) - half, float(d.mean()) + half)
     elif d.size > 1:  # every difference the same: t is infinite (p = 0) unless they are all 0 (p = 1)
         t_p, t_ci = (0.0 if d[0] != 0 else 1.0), (float(d[0]), float(d[0]))
     else:
         t_p, t_ci = math.nan, (math.nan, math.nan)
-    low, high = bootstrap_mean_ci(d, n_boot=n_boot, ci=ci, seed=seed)
+    low, high = (bootstrap_mean_ci(d, n_boot=n_boot, ci=ci, seed=seed) if boards is None
+                 else two_way_bootstrap_mean_ci(per_board, n_boot=n_boot, ci=ci, seed=seed))
     return PairedResult(
         mean_diff=float(d.mean()),
         std_diff=float(d.std(ddof=1)) if d.size > 1 else math.nan,
@@ -184,6 +241,8 @@ def paired_test(a, b, *, n_boot: int = 10_000, ci: float = 0.95, seed: int = 0) 
         ci_level=ci,
         t_ci_low=t_ci[0],
         t_ci_high=t_ci[1],
+        boards=n_boards,
+        board_se=math.sqrt(v_board),
     )
 
 
@@ -393,3 +452,58 @@ def runs_needed_for_rho(rho: float, *, alpha: float = 0.05, power: float = 0.8) 
         raise ValueError(f"alpha and power must be in (0, 1), got {alpha!r}, {power!r}")
     z = sps.norm.ppf(1 - alpha / 2) + sps.norm.ppf(power)
     return int(math.ceil((z / math.atanh(abs(rho))) ** 2 + 3))
+
+
+def within_strata_spearman(x, y, strata, clusters, *, min_clusters: int = 3, n_boot: int = 10_000, ci: float = 0.95,
+                           seed: int = 0) -> SpearmanResult:
+    """Spearman's rho of ``x`` and ``y`` within strata, averaged over the strata weighted by their points, with a
+    bootstrap that resamples clusters within each stratum (docs/preregistrations.md §7.18, C2 within conditions).
+
+    A stratum is one setting (a filter arm), a cluster one run, a point one reading of a run (a checkpoint): a
+    correlation over every run of every setting mixes the settings' differences in means into it; within strata it
+    cannot. Strata with fewer than ``min_clusters`` clusters, or a constant side, add nothing. ``p`` is two-sided from
+    the bootstrap (twice the smaller share of draws on either side of 0); ``n`` counts the points used.
+
+    Raises:
+        ValueError: unequal lengths, non-finite values, or no stratum with enough clusters.
+    """
+    xs, ys = _vector(x, "x"), _vector(y, "y")
+    st, cl = np.asarray(strata, dtype=object), np.asarray(clusters, dtype=object)
+    if not (xs.size == ys.size == st.size == cl.size):
+        raise ValueError(f"x, y, strata and clusters must have equal length: {xs.size}, {ys.size}, {st.size}, {cl.size}")
+    if not (np.all(np.isfinite(xs)) and np.all(np.isfinite(ys))):
+        raise ValueError("x and y must be finite")
+    _check_ci(ci, n_boot)
+    rng = np.random.default_rng(seed)
+    rhos, weights, boots = [], [], []
+    for stratum in sorted(set(st.tolist()), key=str):
+        members = st == stratum
+        runs = sorted(set(cl[members].tolist()), key=str)
+        if len(runs) < min_clusters:
+            continue
+        per_run = [(xs[members & (cl == r)], ys[members & (cl == r)]) for r in runs]
+        rho = _rho(xs[members], ys[members])
+        if math.isnan(rho):
+            continue
+        idx = rng.integers(0, len(runs), size=(n_boot, len(runs)))
+        if len({len(px) for px, _ in per_run}) == 1:  # equal readings per run: one vectorised draw
+            bx, by = np.stack([px for px, _ in per_run]), np.stack([py for _, py in per_run])
+            boot = _rho_rows(bx[idx].reshape(n_boot, -1), by[idx].reshape(n_boot, -1))
+        else:
+            boot = np.array([_rho(np.concatenate([per_run[i][0] for i in row]),
+                                  np.concatenate([per_run[i][1] for i in row])) for row in idx])
+        rhos.append(rho)
+        weights.append(int(members.sum()))
+        boots.append(boot)
+    if not rhos:
+        raise ValueError(f"no stratum has {min_clusters} or more clusters with a non-constant x and y")
+    w = np.array(weights, dtype=np.float64)
+    rho = float(np.dot(w, rhos) / w.sum())
+    draws = np.stack(boots, axis=1)  # [n_boot, strata]
+    ok = np.isfinite(draws)
+    boot = (np.where(ok, draws, 0.0) * w).sum(axis=1) / np.maximum((ok * w).sum(axis=1), 1e-300)
+    boot = boot[ok.any(axis=1)]
+    tail = (1 - ci) / 2
+    p = float(min(1.0, 2 * min((boot <= 0).mean(), (boot >= 0).mean())))
+    return SpearmanResult(rho=rho, p=p, n=int(w.sum()), ci_low=float(np.quantile(boot, tail)),
+                          ci_high=float(np.quantile(boot, 1 - tail)), ci_level=ci)

@@ -20,11 +20,19 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from ragen2.repro import study_catalog
 from ragen2.repro.run_ids import parse_run_id
-from ragen2.repro.runs import MI_METRIC, final_values, find_run_dirs, read_grad_tables, read_runs
+from ragen2.repro.runs import (
+    EPISODE_COLUMNS,
+    MI_METRIC,
+    final_values,
+    find_run_dirs,
+    read_grad_tables,
+    read_runs,
+)
 
 
 def _wanted(studies: str | Sequence[str]) -> set[str]:
@@ -77,6 +85,25 @@ def load_study_grad_tables(runs_root: str | Path, studies: str | Sequence[str]) 
         FileNotFoundError: none of those runs has one.
     """
     return read_grad_tables(study_run_dirs(runs_root, studies))
+
+
+ARM_COLUMNS = ("env", "algo", "condition", "filter.value", "filter.include_zero", "filter.loss_scaling",
+               "trainer.entropy_coef", "trainer.entropy_scope", "trainer.kl_coef", "trainer.steps",
+               "env.kwargs.success_rate")
+"""The settings that make a run's arm (:func:`arms`): everything a study varies, but the seed and the warm start."""
+
+
+def arms(runs: pd.DataFrame) -> pd.Series:
+    """Each run's arm: its setting but its seed and warm start (:data:`ARM_COLUMNS` present in ``runs``), as one
+    label. A no-filter run's arm ignores the filter's value and mini-batch rule (every rule trains it alike)."""
+    columns = [c for c in ARM_COLUMNS if c in runs.columns]
+    filtered = runs["condition"] != "none"
+
+    def label(row) -> str:
+        return " ".join(f"{c}={row[c]}" for c in columns
+                        if filtered[row.name] or not c.startswith("filter."))
+
+    return runs.apply(label, axis=1).rename("arm")
 
 
 WARM_START_COLUMNS = ("warm_start.steps", "warm_start.template_fraction")
@@ -209,6 +236,14 @@ def sweep_table(runs: pd.DataFrame, sweeps: dict[str, str], mi_metric: str = MI_
     return pd.DataFrame(rows).drop_duplicates(subset=["sweep", "run_id"]).reset_index(drop=True)
 
 
+def unit_boards(units: pd.DataFrame) -> np.ndarray | None:
+    """The ``[units, boards]`` matrix of :func:`matched_differences`' per-board differences (None unless every unit has
+    one): what :func:`ragen2.repro.stats.paired_test` takes to put the evaluation's noise in its interval."""
+    if units.empty or "boards" not in units or any(b is None for b in units["boards"]):
+        return None
+    return np.stack(units["boards"].to_list())
+
+
 def matched_differences(treated: pd.DataFrame, bases: pd.DataFrame, ignore: Sequence[str],
                         value: str = "final_success") -> pd.DataFrame:
     """Paired differences ``treated - base`` with one row per base run, the unit of the test.
@@ -222,9 +257,13 @@ def matched_differences(treated: pd.DataFrame, bases: pd.DataFrame, ignore: Sequ
 
     Returns:
         ``base_run_id, env, algo, seed, n_partners, partners`` (run ids, comma-separated), ``base``,
-        ``treated`` (partner mean), ``diff`` (``treated - base``); empty (same columns) when nothing matches.
+        ``treated`` (partner mean), ``diff`` (``treated - base``), ``boards`` (the per-board ``diff``, partners'
+        mean minus the base's, where ``value`` has per-board outcomes in both tables:
+        :data:`ragen2.repro.runs.EPISODE_COLUMNS`; else None); empty (same columns) when nothing matches.
     """
-    columns = ["base_run_id", "env", "algo", "seed", "n_partners", "partners", "base", "treated", "diff"]
+    columns = ["base_run_id", "env", "algo", "seed", "n_partners", "partners", "base", "treated", "diff", "boards"]
+    episodes = EPISODE_COLUMNS.get(value)
+    has_boards = episodes is not None and episodes in treated.columns and episodes in bases.columns
     treated, bases = treated.dropna(subset=[value]), bases.dropna(subset=[value])
     def column(frame: pd.DataFrame, name: str) -> list:
         return frame[name].tolist() if name in frame.columns else [None] * len(frame)
@@ -243,9 +282,14 @@ def matched_differences(treated: pd.DataFrame, bases: pd.DataFrame, ignore: Sequ
     for i, js in sorted(partners.items()):
         base = bases.iloc[i]
         mean = float(treated[value].iloc[js].mean())
+        boards = None
+        if has_boards:
+            arrays = [treated[episodes].iloc[j] for j in js]
+            if base[episodes] is not None and all(a is not None for a in arrays):
+                boards = np.mean(arrays, axis=0) - base[episodes]
         rows.append({"base_run_id": base.get("run_id"), "env": base.get("env"), "algo": base.get("algo"),
                      "seed": int(base["seed"]), "n_partners": len(js), "partners": ",".join(str(treated_id[j]) for j in js),
-                     "base": float(base[value]), "treated": mean, "diff": mean - float(base[value])})
+                     "base": float(base[value]), "treated": mean, "diff": mean - float(base[value]), "boards": boards})
     return pd.DataFrame(rows, columns=columns)
 
 

@@ -294,6 +294,11 @@ CATALOG: tuple[Study, ...] = (
 """The studies, in the order their runs are defined (``params.yaml``'s ``runs``)."""
 
 
+def context_studies(notebook: str, claim: str | None, catalog: Sequence[Study] = CATALOG) -> tuple[str, ...]:
+    """The studies ``notebook`` reads without deciding its ``claim`` on them (shown beside the claim as context)."""
+    return tuple(study.name for study in catalog if notebook in study.notebooks and claim not in study.claims)
+
+
 def first_warm_start_only(catalog: Sequence[Study] = CATALOG) -> tuple[str, ...]:
     """The studies the realization check does not train again."""
     return tuple(study.name for study in catalog if not study.realization)

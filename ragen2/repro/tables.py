@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ragen2.repro.runs import start_end_values
+from ragen2.repro.runs import SUCCESS_METRIC, start_end_values
 from ragen2.repro.stats import pair_by_seed
 
 ALGO_LABELS = {"ppo": "PPO", "dapo": "DAPO", "grpo": "GRPO", "dr_grpo": "Dr. GRPO"}
@@ -265,6 +265,14 @@ def paper_gain(envs: list[str] | tuple[str, ...], algos: list[str] | tuple[str, 
     return float(gains.mean())
 
 
+def _gain_boards(part: pd.DataFrame, scale: float):
+    """Per-board gains (last validation minus step 0) of the runs of ``part``, or None without per-board records."""
+    if "start_episodes" not in part or any(not isinstance(x, np.ndarray) for x in
+                                           [*part["start_episodes"], *part["final_episodes"]]):
+        return None
+    return scale * (np.stack(part["final_episodes"].to_list()) - np.stack(part["start_episodes"].to_list()))
+
+
 def learning_table(runs_df: pd.DataFrame, steps_df: pd.DataFrame, *, metric: str = "val/success",
                    window: int = 1, scale: float = 100.0) -> pd.DataFrame:
     """Did training raise success? Per (env, algorithm, condition): start and end success.
@@ -287,7 +295,8 @@ def learning_table(runs_df: pd.DataFrame, steps_df: pd.DataFrame, *, metric: str
     for (env, algo, cond), part in data.groupby(["env", "algo", "condition"], sort=False):
         start, end = part["first"].to_numpy(float) * scale, part["last"].to_numpy(float) * scale
         gain = end - start
-        res = paired_test(end, start) if len(part) >= 2 else None
+        res = paired_test(end, start, boards=_gain_boards(part, scale)
+                          if metric == SUCCESS_METRIC and window == 1 else None) if len(part) >= 2 else None
         gain_std = float(gain.std(ddof=1)) if len(gain) > 1 else math.nan
         rows.append({"env": ENV_LABELS.get(env, env), "algorithm": ALGO_LABELS.get(algo, algo), "condition": cond,
                      "n_seeds": len(part), "start_mean": float(start.mean()), "start_std": _mean_std(start)[1],

@@ -208,18 +208,44 @@ def c1_filter_gain(runs: pd.DataFrame) -> Verdict:
                              pair_on=("algo", "seed"), what=env, scale=100) for env in envs]
                if len(envs) > 1 else [])
     pairs = paired_rows(table, "final_success", "top_p", "none", pair_on=("env", "algo", "seed"))
-    decided = Claim("C1", decided.verdict, f"{decided.evidence}; {c1_scope(table)}")
+    decided = Claim("C1", decided.verdict, f"{decided.evidence}; {c1_scope(table)}{_regime_deviation()}")
     return Verdict(with_context(decided, *per_algo, *per_env),
                    {"success": _paired_power(pairs["top_p"] - pairs["none"], effect)})
 
 
-def c2_mi_predicts_success(corr: pd.DataFrame) -> Verdict:
-    """C2: MI-ZScore correlates with final success, and better than every entropy measure
+C2_WITHIN = ("Spearman within arms, every reading (steps after 0 with MI and success) vs its success, arms of 3+ runs "
+             "(95% bootstrap CIs over runs within arms)")
+"""How C2's deciding test reads in its evidence (docs/preregistrations.md §7.18)."""
+
+
+def _regime_deviation() -> str:
+    """The disclosure C1's evidence carries when its learning regime was found by a reading chosen after seeing
+    results (:attr:`ragen2.repro.learning_screen.ScreenOutcome.deviation`)."""
+    from ragen2.repro.learning_screen import OUTCOME
+
+    return f"; (deviation) the learning regime: {OUTCOME.deviation}" if OUTCOME is not None and OUTCOME.deviation else ""
+
+
+def c2_mi_predicts_success(corr: pd.DataFrame, pooled: pd.DataFrame | None = None,
+                           pooled_untested: str | None = None) -> Verdict:
+    """C2: MI-ZScore correlates with success, and better than every entropy measure
     (:func:`~ragen2.repro.claim_tests.correlation_claim` on :data:`C2_MI_METRIC` and :data:`C2_ENTROPY_METRICS`).
 
-    Power (``rho``): the runs a test of the MI proxy's rho needs to detect the paper's rho, against the runs it has.
+    ``corr`` decides: :func:`~ragen2.repro.claim_tests.within_correlation_table` (within arms, every reading; a table
+    of :func:`~ragen2.repro.claim_tests.correlation_table`'s shape works as well). ``pooled``, the rho over every
+    run's final readings, is context, labelled so; ``pooled_untested`` (the unmet precondition that gates it, when
+    one failed) marks it untested.
+
+    Power (``rho``): the units a test of the MI proxy's rho needs to detect the paper's rho, against those it has.
     """
-    claim = correlation_claim("C2", corr, C2_MI_METRIC, list(C2_ENTROPY_METRICS))
+    what = C2_WITHIN if "arms" in corr.columns else "Spearman vs final success (95% bootstrap CIs)"
+    claim = correlation_claim("C2", corr, C2_MI_METRIC, list(C2_ENTROPY_METRICS), what=what)
+    if pooled is not None:
+        mi = pooled.set_index("metric").loc[C2_MI_METRIC]
+        state = f"untested: {pooled_untested}" if pooled_untested else "context"
+        claim = Claim(claim.claim, claim.verdict,
+                      f"{claim.evidence}; (pooled over conditions, {state}) MI-ZScore rho {mi['rho']:+.2f} "
+                      f"[{mi['ci_low']:+.2f}, {mi['ci_high']:+.2f}] over {int(mi['n'])} runs' final readings")
     row = corr.set_index("metric").loc[C2_MI_METRIC]
     paper_rho = float(row["paper_rho"]) if "paper_rho" in row and not pd.isna(row["paper_rho"]) else math.nan
     needed = runs_needed_for_rho(paper_rho) if math.isfinite(paper_rho) and paper_rho != 0 else math.nan

@@ -72,6 +72,17 @@ def test_plan_pads_by_copying_the_best_group_first():
     assert all(plan.trained)
 
 
+@pytest.mark.parametrize("kept", [[0, 1, 2, 3], [2, 0, 3], [1, 0], [3]])
+def test_a_filtered_generation_makes_as_many_updates_as_an_unfiltered_one(kept):
+    """The paper's mini-batch rule in TRL's loop: the kept rows fill all ``steps_per_generation`` micro-steps (a
+    positive multiple of them), so the updates per generation do not depend on how many groups were kept."""
+    steps_per_generation = 4
+    plan = plan_local_rows(kept, group_size=4, process_index=0, local_rows=16, multiple=steps_per_generation)
+    per_step = len(plan.index) // steps_per_generation
+    assert len(plan.index) % steps_per_generation == 0 and per_step >= 1
+    assert len(plan.index) - plan.num_pad == 4 * len(kept)
+
+
 def test_plan_takes_only_this_process_slice():
     # 2 processes x 8 rows, groups of 4: process 1 owns global rows 8..15 = groups 2 and 3.
     plan = plan_local_rows([0, 3], group_size=4, process_index=1, local_rows=8, multiple=1)

@@ -22,6 +22,7 @@ def _trained_looking_run(root: Path, run_id: str, warm_start_steps: int) -> Path
     """A run directory written with the trainer's own writers: config, metrics (with a NaN), summary, a gradient
     table, env.json and a checkpoint."""
     from ragen2.config import RunConfig, apply_overrides, to_dict
+    from ragen2.rundir import write_val_episodes
     from ragen2.trainer.loop import summarize
     from ragen2.trainer.runlog import RunLogger
 
@@ -37,6 +38,8 @@ def _trained_looking_run(root: Path, run_id: str, warm_start_steps: int) -> Path
     logger.close()
     write_json_atomic(run_dir / "summary.json", summarize(logger.history, None, {}, 2))
     write_json_atomic(run_dir / "env.json", {"cpu_model": "test"})
+    for step, flags in ((0, [1.0, 0.0, 0.0, 0.0]), (2, [1.0, 1.0, 0.0, 0.0])):
+        write_val_episodes(run_dir, step, flags, first_seed=123)
     pd.DataFrame({"step": [1, 1], "bucket": ["1", "all"], "rv_mean": [0.0, 0.2], "task_norm": [0.0, 1.0],
                   "reg_norm": [0.1, 0.1]}).to_csv(run_dir / "grad_analysis.csv", index=False)
     (run_dir / "checkpoints").mkdir()
@@ -51,11 +54,17 @@ def test_a_bundled_run_reads_as_the_run_itself(tmp_path):
     counts = bundle.write_bundle(runs_root, tmp_path / "cache", tmp_path / "bundle")
     assert counts == {"runs": 2, "warm_starts": 0, "data_files": 0}
     originals, bundled = find_run_dirs(runs_root), find_run_dirs(tmp_path / "bundle" / "runs")
-    for got, want in zip(read_runs(bundled), read_runs(originals)):
-        pd.testing.assert_frame_equal(got, want, check_exact=True)
+    episodes = ["start_episodes", "final_episodes", "val_episodes"]  # arrays in cells: compared on their own
+    (got_runs, got_steps), (want_runs, want_steps) = read_runs(bundled), read_runs(originals)
+    pd.testing.assert_frame_equal(got_runs.drop(columns=episodes), want_runs.drop(columns=episodes), check_exact=True)
+    pd.testing.assert_frame_equal(got_steps, want_steps, check_exact=True)
+    for got, want in zip(got_runs["val_episodes"], want_runs["val_episodes"]):
+        assert got.keys() == want.keys() and all((got[k] == want[k]).all() for k in got)
     pd.testing.assert_frame_equal(read_grad_tables(bundled), read_grad_tables(originals), check_exact=True)
     kept = sorted(p.name for p in bundled[0].iterdir())
-    assert kept == sorted(["config.json", "summary.json", "env.json", "grad_analysis.csv", METRICS_TABLE])
+    assert kept == sorted(["config.json", "summary.json", "env.json", "grad_analysis.csv", "val_episodes.jsonl",
+                           METRICS_TABLE])
+    assert read_runs(bundled)[0]["final_episodes"].iloc[0].tolist() == [1.0, 1.0, 0.0, 0.0]
     assert (tmp_path / "bundle" / "warm_start").is_dir()  # empty without warm starts, but there: a declared output
 
 

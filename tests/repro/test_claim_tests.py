@@ -182,3 +182,38 @@ def test_c3_does_not_count_a_start_table_repeated_across_runs():
                                                    + [{**row, "run_id": "a2"} for row in ends[0]]))
     assert "n=4 runs (final checkpoints; the warm start is context only; 1 repeated table(s) counted once)" in \
         claim_tests.quartile_claim("C3", twin).evidence
+
+
+def test_c2_within_arms_reads_every_reading_and_keeps_the_arms_means_out():
+    """Two arms: a filter that keeps more MI and learns less, and no filter. Within each arm MI and success rise
+    together at every reading; pooled over the arms' final readings they fall together. The within-arm table says
+    the former, and the verdict carries the pooled rho as labelled context."""
+    from ragen2.repro.claim_tests import checkpoint_readings, correlation_table, within_correlation_table
+    from ragen2.repro.verdicts import C2_MI_METRIC, c2_mi_predicts_success
+
+    rng = np.random.default_rng(3)
+    runs, steps = [], []
+    for cond, mi_level, success_level in (("none", 0.1, 0.6), ("top_k", 0.6, 0.2)):
+        for seed in range(4):
+            rid = f"{cond}_{seed}"
+            runs.append({"run_id": rid, "env": "frozenlake", "algo": "grpo", "condition": cond, "seed": seed,
+                         "filter.value": 1.0 if cond == "none" else 0.25})
+            steps.append({"run_id": rid, "step": 0, "metric": "val/success", "value": success_level})
+            for step in (25, 50, 75, 100):
+                z = rng.normal()
+                steps += [{"run_id": rid, "step": step, "metric": C2_MI_METRIC, "value": mi_level + 0.05 * z},
+                          {"run_id": rid, "step": step, "metric": "val/success",
+                           "value": success_level + 0.05 * z + 0.01 * rng.normal()}]
+    runs, steps = pd.DataFrame(runs), pd.DataFrame(steps)
+    readings = checkpoint_readings(runs, steps, [C2_MI_METRIC])
+    assert len(readings) == 32 and readings["arm"].nunique() == 2 and (readings["step"] > 0).all()
+    within = within_correlation_table(readings, {C2_MI_METRIC: "MI-ZScore"})
+    row = within.iloc[0]
+    assert row["rho"] > 0.8 and row["ci_low"] > 0 and (row["n"], row["runs"], row["arms"]) == (32, 8, 2)
+    final = runs.assign(**{C2_MI_METRIC: [0.1] * 4 + [0.6] * 4, "final_success": [0.6] * 4 + [0.2] * 4})
+    pooled = correlation_table(final.assign(**{C2_MI_METRIC: final[C2_MI_METRIC] + np.arange(8) * 1e-3}),
+                               {C2_MI_METRIC: "MI-ZScore"})
+    assert pooled.iloc[0]["rho"] < 0
+    verdict = c2_mi_predicts_success(within, pooled=pooled, pooled_untested="filter condition explains it")
+    assert verdict.claim.evidence.startswith("Spearman within arms")
+    assert "(pooled over conditions, untested: filter condition explains it) MI-ZScore rho -" in verdict.claim.evidence

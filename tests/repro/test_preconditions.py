@@ -58,16 +58,45 @@ def test_c1_reads_only_the_no_filter_runs():
     assert cited.measured.endswith("; learning screen: none") and cited.held is False
 
 
-def test_c2_spread_against_noise_and_the_share_slip_explains():
-    runs = pd.DataFrame({"env": ["frozenlake"] * 6, "env.kwargs.success_rate": [1.0, 1.0, 1.0, 0.5, 0.5, 0.5],
-                         "final_success": [0.9, 0.88, 0.92, 0.3, 0.32, 0.28], "rollout.val_groups": [64] * 6})
-    noise, slip = pc.c2_preconditions(runs)
-    assert noise.held is True and noise.value > pc.NOISE_FACTOR
-    assert slip.held is False and slip.value > 0.9  # the slip level is nearly all of the spread
-    mixed = runs.assign(**{"env.kwargs.success_rate": [1.0, 0.5, 1.0, 0.5, 1.0, 0.5]})
+def test_c2_spread_within_arms_against_noise_and_the_share_the_arms_explain():
+    runs = pd.DataFrame({"env": ["frozenlake"] * 6, "condition": ["none"] * 3 + ["top_k"] * 3,
+                         "filter.value": [1.0] * 3 + [0.25] * 3, "env.kwargs.success_rate": [0.98] * 6,
+                         "final_success": [0.9, 0.6, 0.75, 0.3, 0.05, 0.18], "rollout.val_groups": [512] * 6})
+    noise, share = pc.c2_preconditions(runs)
+    assert noise.held is True and noise.value > pc.NOISE_FACTOR and "in 2 arms" in noise.measured
+    assert share.held is False and share.value > 0.5 and share.gates == "pooled reading"
+    # the arms' means apart, the pooled reading stands; a flat success within arms is noise
+    mixed = runs.assign(final_success=[0.9, 0.3, 0.6, 0.85, 0.32, 0.6])
     assert pc.c2_preconditions(mixed)[1].held is True
-    flat = runs.assign(final_success=0.5)
+    flat = runs.assign(final_success=[0.5] * 3 + [0.3] * 3)
     assert pc.c2_preconditions(flat)[0].held is False
+    # the condition share gates only the pooled reading, not the verdict
+    claim = Claim("C2", "disagree", "within arms")
+    assert pc.gate(claim, [share]) == claim
+    assert pc.pooled_untested([noise, share], "C2").startswith("filter condition does not explain the spread (R^2")
+    assert pc.pooled_untested([noise], "C2") is None
+
+
+def test_rl_learns_interval_includes_the_evaluation_noise_of_the_shared_boards():
+    """Two runs gaining exactly the same: without per-board records the interval has no width; with them it has the
+    width the boards' sampling gives, and the measured text says so."""
+    steps = _val_steps({"a": [0.25, 0.50], "b": [0.25, 0.50]})
+    bare = pc.rl_learns("C1", steps, ["a", "b"], where="runs")
+    assert "[+25.0, +25.0]" in bare.measured
+    rng = np.random.default_rng(0)
+    start = (rng.random(512) < 0.25).astype(float)
+    end = start.copy()
+    flip = np.flatnonzero(start == 0)[: int(0.25 * 512)]
+    end[flip] = 1.0
+    episodes = {0: start, 10: end}
+    gain = 100 * (end.mean() - start.mean())
+    steps = _val_steps({"a": [start.mean(), end.mean()], "b": [start.mean(), end.mean()]})
+    runs = pd.DataFrame({"run_id": ["a", "b"], "val_episodes": [episodes, episodes]})
+    noisy = pc.rl_learns("C1", steps, ["a", "b"], where="runs", runs=runs)
+    assert noisy.value == pytest.approx(gain)
+    lo, hi = (float(x) for x in noisy.measured.split("[")[1].split(",")[:2])
+    assert lo < gain - 2 and hi == pytest.approx(gain + (gain - lo), abs=0.11)  # symmetric about the gain
+    assert "evaluation noise of 512 boards" in noisy.measured
 
 
 def test_c3_counts_failing_prompts_in_each_runs_lowest_rv_quartile():
@@ -94,6 +123,20 @@ def test_c4_regulariser_and_zero_variance_share():
     assert reg.held is True and zv.value == pytest.approx(0.125) and zv.held is True
     no_reg, _ = pc.c4_preconditions(runs.assign(**{"trainer.entropy_coef": 0.0}), pd.DataFrame(rows))
     assert no_reg.held is False
+
+
+def test_c4_counts_groups_without_task_signal_where_the_runs_logged_them():
+    """A group whose rollouts all fail but differ by a format penalty has reward spread and no task signal: the share
+    C4 reads is the task-signal one, the exact zero-spread share beside it."""
+    runs = pd.DataFrame({"run_id": ["a"], "trainer.entropy_coef": [0.001], "trainer.kl_coef": [0.0]})
+    rows = []
+    for step in (1, 2):
+        rows += [{"run_id": "a", "step": step, "metric": "filter/zero_variance_count", "value": 0},
+                 {"run_id": "a", "step": step, "metric": "filter/zero_task_spread_count", "value": 2},
+                 {"run_id": "a", "step": step, "metric": "filter/total_groups", "value": 8}]
+    _, share = pc.c4_preconditions(runs, pd.DataFrame(rows))
+    assert share.value == pytest.approx(0.25) and share.held is True
+    assert "without task signal" in share.measured and "zero reward spread 0%" in share.measured
 
 
 def test_c5_needs_more_than_one_turn_and_c6_an_unforced_entropy_bonus():

@@ -198,3 +198,56 @@ def test_runs_needed_for_rho():
     assert runs_needed_for_rho(-0.3) == 85 and runs_needed_for_rho(0.5) == 30
     with pytest.raises(ValueError, match="rho"):
         runs_needed_for_rho(0.0)
+
+
+def test_a_gains_interval_includes_the_evaluation_noise_of_the_shared_boards():
+    """Every run is scored on the same validation boards, so which boards were drawn moves every pair alike and never
+    shows as spread between pairs. With per-board outcomes the interval carries that variance: it widens by the boards'
+    standard error, its p grows, and without board noise (every board the same) it is the plain paired t-test."""
+    from ragen2.repro.stats import board_variance, two_way_bootstrap_mean_ci
+
+    rng = np.random.default_rng(0)
+    n, boards = 8, 512
+    easy = rng.random(boards)  # a board's own difficulty: shared by every unit
+    per_board = (rng.random((n, boards)) < easy).astype(float) - (rng.random((n, boards)) < easy * 0.8).astype(float)
+    a, b = per_board.clip(0).mean(axis=1) + 0.3, per_board.clip(None, 0).mean(axis=1) * -1 + 0.3
+    d = a - b
+    np.testing.assert_allclose(per_board.mean(axis=1), d, atol=1e-12)
+    plain, noisy = paired_test(a, b), paired_test(a, b, boards=per_board)
+    v = board_variance(per_board)
+    assert v == pytest.approx(per_board.mean(axis=0).var(ddof=1) / boards) and v > 0
+    assert noisy.mean_diff == pytest.approx(plain.mean_diff) and noisy.boards == boards
+    half_plain, half_noisy = plain.t_ci_high - plain.mean_diff, noisy.t_ci_high - noisy.mean_diff
+    t = sps.t.ppf(0.975, n - 1)
+    assert half_noisy == pytest.approx(t * math.sqrt(d.var(ddof=1) / n + v))
+    assert half_noisy > half_plain and noisy.t_p > plain.t_p
+    assert "evaluation noise of 512 boards" in noisy.summary(scale=100)
+    lo, hi = two_way_bootstrap_mean_ci(per_board, n_boot=2000)
+    plain_lo, plain_hi = bootstrap_mean_ci(d, n_boot=2000)
+    assert hi - lo > plain_hi - plain_lo  # the bootstrap resamples the boards too
+    same = np.repeat(d[:, None], 4, axis=1)  # no board-to-board variation: the plain test
+    flat = paired_test(a, b, boards=same)
+    assert flat.t_ci_low == pytest.approx(plain.t_ci_low) and flat.t_p == pytest.approx(plain.t_p)
+    with pytest.raises(ValueError, match="average to its pair's difference"):
+        paired_test(a, b, boards=per_board + 0.1)
+
+
+def test_within_strata_spearman_is_blind_to_the_strata_means():
+    """Two settings whose means run against each other: pooled, rho is negative; within each, x and y rise together."""
+    from ragen2.repro.stats import within_strata_spearman
+
+    rng = np.random.default_rng(1)
+    x, y, strata, runs = [], [], [], []
+    for name, shift in (("A", 0.0), ("B", 5.0)):
+        for run in range(5):
+            for _ in range(4):
+                v = rng.normal()
+                x.append(v + shift), y.append(v + 0.3 * rng.normal() - shift), strata.append(name)
+                runs.append(f"{name}{run}")
+    within = within_strata_spearman(x, y, strata, runs, n_boot=2000)
+    assert within.rho > 0.8 and within.ci_low > 0.5 and within.p < 0.01 and within.n == 40
+    assert spearman(x, y).rho < -0.3
+    few = within_strata_spearman(x, y, strata, [s + "0" for s in strata], min_clusters=1, n_boot=200)
+    assert few.rho == pytest.approx(within.rho)  # one cluster per stratum: the same point estimate
+    with pytest.raises(ValueError, match="no stratum"):
+        within_strata_spearman(x, y, strata, [s + "0" for s in strata])

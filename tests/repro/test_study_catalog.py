@@ -56,8 +56,12 @@ def test_every_run_of_every_profile_belongs_to_a_catalogued_study(name):
 
 
 def test_the_notebook_that_tests_a_claim_reads_exactly_the_claims_studies():
+    """...and the studies it shows beside the claim as context (03: the update-count control)."""
     for notebook, claim in notebook_stages.NOTEBOOK_CLAIMS.items():
-        assert set(notebook_stages.NOTEBOOK_STUDIES[notebook]) == set(study_catalog.claim_studies(claim)), notebook
+        context = set(study_catalog.context_studies(notebook, claim))
+        assert set(notebook_stages.NOTEBOOK_STUDIES[notebook]) == set(study_catalog.claim_studies(claim)) | context, \
+            notebook
+    assert study_catalog.context_studies("03_main_results", "C1") == ("fixedmb",)
 
 
 def test_descriptors_are_consistent():

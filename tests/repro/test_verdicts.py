@@ -43,6 +43,9 @@ def test_c1_decides_on_all_pairs_against_the_papers_gain_and_reports_algorithms_
     assert f"paper's effect {verdicts.paper_filter_gain(_main_runs()) * 100:+.3g}" in verdict.claim.evidence
     assert "(context) grpo:" in verdict.claim.evidence and "(context) ppo:" in verdict.claim.evidence
     assert "ordering" not in verdict.claim.evidence and "(context) frozenlake" not in verdict.claim.evidence
+    # decided in a learning regime read after seeing results: the evidence says so, with the pre-registered reading
+    assert ("(deviation) the learning regime: the pre-registered reading (step 200, screened and confirming seeds) "
+            "found no regime there") in verdict.claim.evidence
     assert verdicts.paper_filter_gain(_main_runs()) == pytest.approx((10.9 + 2.3) / 2 / 100)  # PPO and GRPO cells
 
 
