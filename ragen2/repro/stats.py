@@ -389,11 +389,13 @@ def pair_by_seed(
 
 
 def pairs_needed(diff_std: float, effect: float, *, alpha: float = 0.05, power: float = 0.8,
-                 max_pairs: int = 100_000) -> int:
+                 max_pairs: int = 100_000, board_se: float = 0.0) -> int:
     """Pairs a two-sided paired t-test needs to detect a mean difference ``effect`` with ``power``,
     when the differences have standard deviation ``diff_std`` (exact, through the noncentral t).
 
-    Used to say how many more seeds an inconclusive verdict would take.
+    ``board_se``: the standard error the shared evaluation boards add (:func:`board_variance`'s root), which more
+    pairs do not shrink; an effect within its reach may need ``max_pairs``. Used to say how many more seeds an
+    inconclusive verdict would take.
 
     Raises:
         ValueError: a non-positive ``diff_std`` or ``effect``, or ``alpha`` / ``power`` outside (0, 1).
@@ -404,11 +406,10 @@ def pairs_needed(diff_std: float, effect: float, *, alpha: float = 0.05, power: 
         raise ValueError(f"effect must be a non-zero number, got {effect!r}")
     if not (0 < alpha < 1 and 0 < power < 1):
         raise ValueError(f"alpha and power must be in (0, 1), got {alpha!r}, {power!r}")
-    d = abs(effect) / diff_std
     n = 2
     while n <= max_pairs:
         crit = sps.t.ppf(1 - alpha / 2, n - 1)
-        nc = d * math.sqrt(n)
+        nc = abs(effect) / math.sqrt(diff_std ** 2 / n + board_se ** 2)
         achieved = sps.nct.sf(crit, n - 1, nc) + sps.nct.cdf(-crit, n - 1, nc)
         if achieved >= power:
             return n
@@ -416,16 +417,19 @@ def pairs_needed(diff_std: float, effect: float, *, alpha: float = 0.05, power: 
     return max_pairs
 
 
-def t_interval_width(diff_std: float, n: int, *, ci: float = 0.95) -> float:
+def t_interval_width(diff_std: float, n: int, *, ci: float = 0.95, board_se: float = 0.0) -> float:
     """Width of the ``ci`` t-interval of a mean of ``n`` paired differences with standard deviation ``diff_std``
-    (NaN for fewer than 2 pairs or a non-finite spread)."""
+    (and the boards' standard error ``board_se``, :func:`paired_test`), NaN for fewer than 2 pairs or a non-finite
+    spread."""
     if n < 2 or not math.isfinite(diff_std):
         return math.nan
-    return 2 * float(sps.t.ppf(0.5 + ci / 2, n - 1)) * diff_std / math.sqrt(n)
+    return 2 * float(sps.t.ppf(0.5 + ci / 2, n - 1)) * math.sqrt(diff_std ** 2 / n + board_se ** 2)
 
 
-def pairs_for_interval(diff_std: float, effect: float, *, ci: float = 0.95, max_pairs: int = 100_000) -> int:
-    """The fewest pairs whose ``ci`` t-interval (:func:`t_interval_width`) is narrower than ``|effect|``.
+def pairs_for_interval(diff_std: float, effect: float, *, ci: float = 0.95, max_pairs: int = 100_000,
+                       board_se: float = 0.0) -> int:
+    """The fewest pairs whose ``ci`` t-interval (:func:`t_interval_width`) is narrower than ``|effect|``
+    (``max_pairs`` where the boards' own noise keeps it wider at any size).
 
     An interval narrower than the effect cannot hold both 0 and the effect, so the test then decides whatever the
     mean comes out (significant, or ruling the effect out): the size a deciding test needs.
@@ -438,7 +442,7 @@ def pairs_for_interval(diff_std: float, effect: float, *, ci: float = 0.95, max_
     if not (effect != 0 and math.isfinite(effect)):
         raise ValueError(f"effect must be a non-zero number, got {effect!r}")
     n = 2
-    while n < max_pairs and not t_interval_width(diff_std, n, ci=ci) < abs(effect):
+    while n < max_pairs and not t_interval_width(diff_std, n, ci=ci, board_se=board_se) < abs(effect):
         n = n + 1 if n < 200 else int(n * 1.05) + 1
     return min(n, max_pairs)
 

@@ -38,6 +38,7 @@ from ragen2.repro.claim_tests import (
     grad_bucket_rows,
     grad_claim,
     intervention_claim,
+    paired_boards,
     paired_claim,
     paired_rows,
     quartile_claim,
@@ -51,13 +52,14 @@ from ragen2.repro.profiles import ALGOS, PAPER_MAIN_ENVS
 from ragen2.repro.prompt_tables import quartile_differences
 from ragen2.repro.runs import MI_METRIC
 from ragen2.repro.stats import (
+    board_variance,
     pair_by_seed,
     pairs_for_interval,
     pairs_needed,
     runs_needed_for_rho,
     t_interval_width,
 )
-from ragen2.repro.studies import filter_gain_units, mechanism_arms
+from ragen2.repro.studies import filter_gain_units, mechanism_arms, unit_boards
 from ragen2.repro.tables import ALGO_LABELS, ENV_LABELS, paper_gain
 
 C1_STUDIES = study_catalog.claim_studies("C1")
@@ -121,11 +123,14 @@ class Power:
     """The effect the power is computed against (NaN: the test decides on significance alone)."""
     kind: str = "paired"
     """``paired`` (a mean of paired differences) or ``rho`` (a rank correlation over runs or rows)."""
+    board_se: float = 0.0
+    """The standard error the shared evaluation boards add to the mean difference (0 where none was measured); it is
+    in :attr:`width`, :attr:`for_interval` and :attr:`needed`, and more pairs do not shrink it."""
 
     @property
     def width(self) -> float:
         """Width of the 95 % t-interval of the mean difference (paired tests; NaN for a rho)."""
-        return t_interval_width(self.std, self.n) if self.kind == "paired" else float("nan")
+        return t_interval_width(self.std, self.n, board_se=self.board_se) if self.kind == "paired" else float("nan")
 
     @property
     def for_interval(self) -> float:
@@ -134,7 +139,7 @@ class Power:
         if self.kind != "paired":
             return self.needed
         ok = self.std > 0 and math.isfinite(self.std) and self.effect != 0 and math.isfinite(self.effect)
-        return pairs_for_interval(self.std, self.effect) if ok else float("nan")
+        return pairs_for_interval(self.std, self.effect, board_se=self.board_se) if ok else float("nan")
 
 
 @dataclass(frozen=True)
@@ -146,10 +151,13 @@ class Verdict:
     """Part of the test (``success``, ``mi``, ``primary``, ``rho``) -> its power numbers."""
 
 
-def _paired_power(diffs: pd.Series, effect: float) -> Power:
+def _paired_power(diffs: pd.Series, effect: float, boards=None) -> Power:
+    """The power numbers of a paired test of ``diffs``; ``boards``: their per-board differences, whose evaluation
+    noise goes into every width and size (:func:`~ragen2.repro.stats.board_variance`)."""
     std = diffs.std(ddof=1)
-    needed = pairs_needed(std, effect) if len(diffs) > 1 and std > 0 else float("nan")
-    return Power(n=len(diffs), mean=diffs.mean(), std=std, needed=needed, effect=effect)
+    board_se = math.sqrt(board_variance(boards)) if boards is not None else 0.0
+    needed = pairs_needed(std, effect, board_se=board_se) if len(diffs) > 1 and std > 0 else float("nan")
+    return Power(n=len(diffs), mean=diffs.mean(), std=std, needed=needed, effect=effect, board_se=board_se)
 
 
 def paper_filter_gain(runs: pd.DataFrame) -> float:
@@ -210,7 +218,9 @@ def c1_filter_gain(runs: pd.DataFrame) -> Verdict:
     pairs = paired_rows(table, "final_success", "top_p", "none", pair_on=("env", "algo", "seed"))
     decided = Claim("C1", decided.verdict, f"{decided.evidence}; {c1_scope(table)}{_regime_deviation()}")
     return Verdict(with_context(decided, *per_algo, *per_env),
-                   {"success": _paired_power(pairs["top_p"] - pairs["none"], effect)})
+                   {"success": _paired_power(pairs["top_p"] - pairs["none"], effect,
+                                             paired_boards(table, "final_success", "top_p", "none",
+                                                           pair_on=("env", "algo", "seed")))})
 
 
 C2_WITHIN = ("Spearman within arms, every reading (steps after 0 with MI and success) vs its success, arms of 3+ runs "
@@ -391,19 +401,21 @@ def c7_interventions(studies: pd.DataFrame, sweeps: pd.DataFrame) -> Verdict:
     need_rho = runs_needed_for_rho(rho_bar)
     claim = intervention_claim("C7", studies, sweeps=sweeps, paper_effect=paper_effect, paper_rho=rho_bar,
                                note=C7_DISCLOSURE.format(runs=need_rho))
-    primary = _paired_power(filter_gain_units(studies)["diff"], paper_effect)
+    units = filter_gain_units(studies)
+    primary = _paired_power(units["diff"], paper_effect, unit_boards(units))
     rho = Power(n=int((sweeps["sweep"] == "top-p").sum()), mean=float("nan"), std=float("nan"), needed=need_rho,
                 effect=rho_bar, kind="rho")
     return Verdict(claim, {"primary": primary, "rho": rho})
 
 
-POWER_COLUMNS = ("claim", "part", "kind", "units", "mean", "std", "effect", "interval_width", "units_for_interval",
-                 "units_for_80_power", "sized")
-"""The power table: per deciding test, its units, the spread of their differences, the effect it judges, the width of
-its 95 % interval, the units an interval narrower than the effect needs, the units 80 % power needs, and whether the
+POWER_COLUMNS = ("claim", "part", "kind", "units", "mean", "std", "board_se", "effect", "interval_width",
+                 "units_for_interval", "units_for_80_power", "sized")
+"""The power table: per deciding test, its units, the spread of their differences, the standard error the shared
+evaluation boards add, the effect it judges, the width of its 95 % interval, the units an interval narrower than the effect needs, the units 80 % power needs, and whether the
 test has them (``yes``, ``no``, or ``n/a`` where no effect size is fixed)."""
 POWER_CAPTION = ("Power of each deciding test on the units it was decided on (success as a fraction, MI in nats): "
-                 "units, mean and std of the paired differences (for a rho: the rho), the effect it judges (the "
+                 "units, mean and std of the paired differences (for a rho: the rho), the standard error the shared "
+                 "validation boards add (board_se; more units do not shrink it), the effect it judges (the "
                  "paper's, or the smallest effect of interest), the width of its 95 % t-interval, the units an interval "
                  "narrower than that effect needs (a test that size decides whatever the mean comes out), the units "
                  "a two-sided test needs for 80 % power; sized = it has the units an interval narrower than the effect "
@@ -418,6 +430,7 @@ def power_table(verdicts: Mapping[str, Verdict]) -> pd.DataFrame:
             target = power.for_interval
             sized = "n/a" if not math.isfinite(target) else ("yes" if power.n >= target else "no")
             rows.append({"claim": claim, "part": part, "kind": power.kind, "units": power.n, "mean": power.mean,
-                         "std": power.std, "effect": power.effect, "interval_width": power.width,
+                         "std": power.std, "board_se": power.board_se, "effect": power.effect,
+                         "interval_width": power.width,
                          "units_for_interval": target, "units_for_80_power": power.needed, "sized": sized})
     return pd.DataFrame(rows, columns=list(POWER_COLUMNS))

@@ -251,3 +251,14 @@ def test_within_strata_spearman_is_blind_to_the_strata_means():
     assert few.rho == pytest.approx(within.rho)  # one cluster per stratum: the same point estimate
     with pytest.raises(ValueError, match="no stratum"):
         within_strata_spearman(x, y, strata, [s + "0" for s in strata])
+
+
+def test_power_numbers_carry_the_boards_noise_that_more_pairs_do_not_shrink():
+    from ragen2.repro.stats import pairs_for_interval, pairs_needed, t_interval_width
+
+    plain, noisy = t_interval_width(0.04, 16), t_interval_width(0.04, 16, board_se=0.01)
+    assert noisy == pytest.approx(2 * sps.t.ppf(0.975, 15) * math.sqrt(0.04 ** 2 / 16 + 0.01 ** 2)) and noisy > plain
+    assert pairs_for_interval(0.04, 0.05, board_se=0.01) > pairs_for_interval(0.04, 0.05)
+    assert pairs_needed(0.04, 0.05, board_se=0.01) > pairs_needed(0.04, 0.05)
+    # a floor of 2 x 1.96 x 0.015 = 0.059 never fits under an effect of 0.05, however many pairs
+    assert pairs_for_interval(0.04, 0.05, board_se=0.015, max_pairs=5000) == 5000
