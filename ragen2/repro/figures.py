@@ -545,20 +545,42 @@ def fig_metric_correlations(
     return fig
 
 
+SCATTER_LABELS = {
+    "collapse_first_turn/mi_zscore": "MI-ZScore at the last reading\n(z-score, no unit)",
+    "collapse_first_turn/mi_estimate": "MI proxy at the last reading\n(nats per token)",
+    "collapse_first_turn/conditional_entropy_est": "conditional entropy H(Z|X)\nat the last reading (nats)",
+    "collapse_first_turn/reasoning_entropy_est": "reasoning entropy H(Z)\nat the last reading (nats)",
+    "final_success": "final validation success\n(share of episodes)",
+}
+"""Axis labels of the scatter figures, in words with units (other columns are shown as they are)."""
+
+
 def _scatter_vs_success(
-    runs: pd.DataFrame, x: str, xlabel: str, y: str, hue: str | None, annotation: str | None, ax: Axes | None
+    runs: pd.DataFrame, x: str, y: str, hue: str | None, annotation: str | None, ax: Axes | None
 ) -> Figure:
     require_columns(runs, [x, y] + ([hue] if hue else []), "runs")
-    fig, ax = single_axes(ax)
+    fig, ax = single_axes(ax, size=(5.6, 3.0))
     hue_kw: dict[str, Any] = {}
+    levels: list = []
     if hue:
         levels = level_order(runs[hue], CONDITION_ORDER)
-        hue_kw = {"hue": hue, "hue_order": levels, "palette": level_colors(levels, hue)}
-    sns.scatterplot(data=runs, x=x, y=y, s=30, ax=ax, **hue_kw)
+        hue_kw = {"hue": hue, "hue_order": levels, "palette": level_colors(levels, hue), "legend": False}
+    fixed = (runs["filter.loss_scaling"] == "none") & (runs["condition"] != "none") if "filter.loss_scaling" in runs \
+        else pd.Series(False, index=runs.index)
+    both_rules = bool(fixed.any() and (~fixed & (runs["condition"] != "none")).any())
+    for marker, part in (("o", runs[~fixed]), ("X", runs[fixed])):
+        if len(part):
+            sns.scatterplot(data=part, x=x, y=y, s=30, marker=marker, ax=ax, **hue_kw)
+    ax.set_xlabel(SCATTER_LABELS.get(x, x))
+    ax.set_ylabel(SCATTER_LABELS.get(y, y))
+    colors = level_colors(levels, hue) if hue else {}
+    handles = [Line2D([], [], ls="", marker="o", color=colors[v], label=level_label(v, hue)) for v in levels]
+    handles.append(Line2D([], [], ls="", marker="o", color="0.3" if hue else "C0", label="one dot: one run"))
+    if both_rules:  # the update-count control's runs beside the paper's rule
+        handles.append(Line2D([], [], ls="", marker="X", color="0.3", label="cross: reference's fixed\nmini-batch"))
     if annotation:
-        ax.text(0.02, 0.97, annotation, transform=ax.transAxes, ha="left", va="top", fontsize=7.5)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(y.replace("_", " "))
+        handles.append(Line2D([], [], color="none", label=annotation))
+    fig.legend(handles=handles, loc="outside right upper")
     return fig
 
 
@@ -572,8 +594,8 @@ def fig_mi_vs_success(
     annotation: str | None = None,
     ax: Axes | None = None,
 ) -> Figure:
-    """One dot per run: final MI proxy vs final success (``annotation`` e.g. the Spearman result)."""
-    return _scatter_vs_success(runs, x, f"{x} (final)", y, hue, annotation, ax)
+    """One dot per run: final MI proxy vs final success (``annotation``, e.g. the Spearman result, in the legend)."""
+    return _scatter_vs_success(runs, x, y, hue, annotation, ax)
 
 
 @styled
@@ -587,7 +609,7 @@ def fig_entropy_vs_success(
     ax: Axes | None = None,
 ) -> Figure:
     """One dot per run: final entropy measure vs final success."""
-    return _scatter_vs_success(runs, x, f"{x} (final)", y, hue, annotation, ax)
+    return _scatter_vs_success(runs, x, y, hue, annotation, ax)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -205,8 +205,19 @@ def format_main_table(table: pd.DataFrame, digits: int = 1) -> pd.DataFrame:
     return pd.DataFrame(out, index=table.index)
 
 
+NOT_RUN = "not run here"
+"""The ``algorithm`` of :func:`main_table_vs_paper`'s last row, which lists the paper's cells this table has no runs
+for."""
+
+
 def main_table_vs_paper(ours: pd.DataFrame, paper_csv_path: str | Path | None = None) -> pd.DataFrame:
-    """Our main table beside the paper's, one row per (algorithm, env).
+    """Our main table beside the paper's, one row per (algorithm, env) that both have.
+
+    An algorithm's ``Average`` row averages the cells both sides have (ours: per seed over those environments, as
+    :func:`main_table`; the paper's: its cells on the same environments), and is left out where that is a single
+    cell (it would repeat it). The paper's cells without runs here are collapsed into one last row, algorithm
+    :data:`NOT_RUN`, whose ``env`` lists them: an average over the paper's four environments set against ours over
+    one would compare unlike things.
 
     Args:
         ours: the output of :func:`main_table`.
@@ -214,36 +225,50 @@ def main_table_vs_paper(ours: pd.DataFrame, paper_csv_path: str | Path | None = 
             only its algorithm-comparison rows (:data:`PAPER_VARIANT_ALGO`) are used.
 
     Returns:
-        Index ``(algorithm, env)`` (the union of ours and the paper's, paper order first); columns
-        ``ours_<stat>`` for :data:`STATS`, ``paper_no_filter``, ``paper_gain`` and
-        ``delta_no_filter`` / ``delta_gain`` (ours - paper). Cells one side lacks are NaN.
+        Index ``(algorithm, env)`` (paper order); columns ``ours_<stat>`` for :data:`STATS`, ``paper_no_filter``,
+        ``paper_gain`` and ``delta_no_filter`` / ``delta_gain`` (ours - paper).
     """
     paper = paper_main_table(paper_csv_path)
     paper = paper[paper["variant"].isin(PAPER_VARIANT_ALGO)].assign(
         algorithm=lambda d: d["variant"].map(PAPER_VARIANT_ALGO)
     )
-    paper = paper.set_index(["algorithm", "env"])[["no_filter", "gain"]].add_prefix("paper_")
-    long = ours.stack("env", future_stack=True)
-    long = long.add_prefix("ours_")
+    paper = paper[paper["env"] != AVERAGE].set_index(["algorithm", "env"])[["no_filter", "gain"]].add_prefix("paper_")
+    long = ours.stack("env", future_stack=True).add_prefix("ours_")
     long.columns.name = None
-    joined = paper.join(long, how="outer")
-    joined.index.names = ["algorithm", "env"]
+    have = long[long["ours_no_filter_mean"].notna()]
+    cells = have[have.index.get_level_values("env") != AVERAGE].index
+    joined = paper.join(have, how="inner").reindex(cells.intersection(paper.index))
+    rows = [joined]
+    for algo in dict.fromkeys(joined.index.get_level_values(0)):
+        envs = joined.loc[algo].index.tolist()
+        if len(envs) > 1 and (algo, AVERAGE) in have.index:
+            average = have.loc[[(algo, AVERAGE)]].copy()
+            means = paper.loc[[(algo, env) for env in envs]].mean()
+            average["paper_no_filter"], average["paper_gain"] = means["paper_no_filter"], means["paper_gain"]
+            rows.append(average)
+    table = pd.concat(rows)
+    table.index.names = ["algorithm", "env"]
     ranks = {
         "algorithm": {a: i for i, a in enumerate(ALGO_LABELS.values())},
         "env": {e: i for i, e in enumerate([*ENV_LABELS.values(), AVERAGE])},
     }
-    joined = joined.sort_index(
+    table = table.sort_index(
         key=lambda idx: pd.Index([(ranks[idx.name].get(v, len(ranks[idx.name])), str(v)) for v in idx])
     )
-    joined["delta_no_filter"] = joined["ours_no_filter_mean"] - joined["paper_no_filter"]
-    joined["delta_gain"] = joined["ours_gain_mean"] - joined["paper_gain"]
-    columns = [f"ours_{s}" for s in STATS] + [
-        "paper_no_filter",
-        "paper_gain",
-        "delta_no_filter",
-        "delta_gain",
-    ]
-    return joined[columns]
+    table["delta_no_filter"] = table["ours_no_filter_mean"] - table["paper_no_filter"]
+    table["delta_gain"] = table["ours_gain_mean"] - table["paper_gain"]
+    columns = [f"ours_{s}" for s in STATS] + ["paper_no_filter", "paper_gain", "delta_no_filter", "delta_gain"]
+    table = table[columns]
+    missing = paper.index.difference(table.index, sort=False)
+    if len(missing):
+        by_algo: dict[str, list[str]] = {}
+        for algo, env in missing:
+            by_algo.setdefault(algo, []).append(env)
+        text = "; ".join(f"{algo}: {', '.join(envs)}" for algo, envs in by_algo.items())
+        empty = pd.DataFrame([[math.nan] * len(columns)], columns=columns,
+                             index=pd.MultiIndex.from_tuples([(NOT_RUN, text)], names=["algorithm", "env"]))
+        table = pd.concat([table, empty])
+    return table
 
 
 def paper_gain(envs: list[str] | tuple[str, ...], algos: list[str] | tuple[str, ...],

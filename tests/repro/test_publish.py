@@ -77,3 +77,25 @@ def test_the_committed_copies_are_the_ones_dvc_lock_records(lock_file, notebooks
         outputs = [o for c in copy["cells"] for o in c.get("outputs", [])]
         assert outputs and not any(o["output_type"] == "error" for o in outputs), name
         assert "papermill" not in copy["metadata"] and str(ROOT) not in data.decode()
+
+
+OBJECT_REPR = ("PosixPath(", "WindowsPath(", "<Figure ", "<matplotlib", "<ragen2.")
+"""What a cell's displayed value starts with when it is an object nobody meant to show."""
+
+
+def test_no_notebook_cell_ends_by_showing_an_object_nobody_meant_to_show():
+    """A reader sees tables, figures and verdicts at the ends of cells, never a bare ``PosixPath(...)``: no paper
+    notebook ends a cell with a bare writer call, and no published notebook shows such a value."""
+    import re
+
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        for cell in json.loads(path.read_text())["cells"]:
+            last = "".join(cell["source"]).rstrip().rsplit("\n", 1)[-1]
+            if cell["cell_type"] == "code":
+                assert not re.match(r"^(write_\w+|save_table|save_figure)\(", last), (path.name, last)
+    for path in sorted((ROOT / "docs" / "notebooks").glob("*.ipynb")):
+        for cell in json.loads(path.read_text())["cells"]:
+            for output in cell.get("outputs", []):
+                text = "".join(output.get("data", {}).get("text/plain", []))
+                if output.get("output_type") == "execute_result":
+                    assert not text.startswith(OBJECT_REPR), (path.name, text[:80])

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from ragen2.repro.tables import (
+    NOT_RUN,
     STATS,
     TOPK_ROW,
     format_main_table,
@@ -136,16 +137,24 @@ def test_paper_data_files_hold_the_reference_numbers():
     }
 
 
-def test_main_table_vs_paper_places_numbers_side_by_side():
+def test_main_table_vs_paper_compares_only_the_cells_both_sides_have():
     vs = main_table_vs_paper(main_table(_runs()))
     assert vs.index.names == ["algorithm", "env"]
     assert vs.index[0] == ("PPO", "Sokoban")
     row = vs.loc[("PPO", "Sokoban")]
     assert row["paper_no_filter"] == 12.9 and row["paper_gain"] == 16.0
     assert row["delta_gain"] == pytest.approx(10.0 - 16.0)
-    assert math.isnan(vs.loc[("DAPO", "Sokoban"), "ours_gain_mean"])  # paper row we did not run
-    assert vs.loc[("GRPO", "Average"), "paper_gain"] == 3.7
-    assert {"Qwen2.5-7B"}.isdisjoint(vs.index.get_level_values("algorithm"))
+    # an average over the two environments run here, against the paper's over the same two (not its four)
+    average = vs.loc[("GRPO", "Average")]
+    assert average["paper_gain"] == pytest.approx((9.0 + 2.2) / 2)
+    assert average["delta_gain"] == pytest.approx(average["ours_gain_mean"] - (9.0 + 2.2) / 2)
+    # the paper's cells without runs here: one last row that names them, nothing to compare
+    (not_run,) = [env for algo, env in vs.index if algo == NOT_RUN]
+    assert vs.index[-1][0] == NOT_RUN and "DAPO: Sokoban, FrozenLake, MetaMathQA, Countdown" in not_run
+    assert "GRPO: FrozenLake, MetaMathQA" in not_run and vs.loc[vs.index[-1]].isna().all()
+    assert ("DAPO", "Sokoban") not in vs.index and {"Qwen2.5-7B"}.isdisjoint(vs.index.get_level_values("algorithm"))
+    one_env = main_table_vs_paper(main_table(_runs().query("env == 'sokoban'")))
+    assert ("PPO", "Average") not in one_env.index  # one cell: its average would repeat it
 
 
 def test_paper_main_table_rejects_wrong_columns(tmp_path):
