@@ -43,8 +43,10 @@ PAPER_DEFAULTS = {"trainer.entropy_coef": 0.001, "trainer.kl_coef": 0.0}
 VAL_METRIC = "val/success"
 TABLE = "table_preconditions"
 TABLE_CAPTION = ("Each claim's preconditions (what the paper's argument needs; criteria fixed before the runs, "
-                 "docs/preregistrations.md §7.16), measured on the runs that decide the claim in each realization; "
-                 "held = held wherever measured. A claim with one not held reads untested in claims.csv.")
+                 "docs/preregistrations.md §7.16 and §7.18), measured on the runs that decide the claim in each "
+                 "realization; held = held wherever measured. A claim with one not held reads untested in claims.csv, "
+                 "except where the criterion says it gates the pooled reading only (then that reading, shown beside "
+                 "the verdict as context, is untested).")
 CONDITION_R2_MAX = 0.5
 """C2: the largest share of the variance of final success the runs' arms may explain for the pooled rho to read."""
 GATES = ("verdict", "pooled reading")
@@ -149,10 +151,11 @@ def rl_learns(claim: str, steps: pd.DataFrame, run_ids: Iterable[str], *, where:
         lo, hi = result.t_ci_low, result.t_ci_high
     else:
         lo, hi = bootstrap_mean_ci(gains.to_numpy()) if len(gains) > 1 else (math.nan, math.nan)
-    noise = f", with the evaluation noise of {boards.shape[1]} boards" if boards is not None and len(gains) > 1 else ""
+    noise = (f" (95 % t-interval with the evaluation noise of {boards.shape[1]} boards)"
+             if boards is not None and len(gains) > 1 else "")
     mean = round(float(gains.mean()), 9)  # success is a count over episodes: no float dust at the threshold
     return Precondition(claim, precondition, holds_when,
-                        f"{which} gain {mean:+.1f} points [{lo:+.1f}, {hi:+.1f}{noise}] over {len(gains)} {where}",
+                        f"{which} gain {mean:+.1f} points [{lo:+.1f}, {hi:+.1f}]{noise} over {len(gains)} {where}",
                         mean, mean >= LEARNS_POINTS)
 
 

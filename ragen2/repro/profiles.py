@@ -15,16 +15,20 @@ found to learn (the learning screen, :mod:`ragen2.repro.learning_screen`; design
 - Setting: the tiny local Llama (0.4M parameters) on single-turn FrozenLake (2 % slip, up to 10 moves), warm-started by
   300 SFT steps on 4000 expert episodes of which 30 % carry a template reasoning (``warm_start.template_fraction``): a
   weak start with room to learn (the screen measured 23.6 % at temperature 0.5 on 512 seeds); GRPO, 8 prompts x 16
-  rollouts, 100 steps, actor lr 1e-4, entropy 0.001, KL off, no loss scaling (the reference code's); validation on 512
-  seeds at temperature 0.5 every 25 steps, the same seeds in every run (paired); MI diagnostics every 25 steps.
+  rollouts, 100 steps, actor lr 1e-4, entropy 0.001, KL off, the paper's mini-batch rule (``loss_scaling: keep_rate``:
+  a filtered step's mini-batch shrinks with its keep rate, so every step makes the same optimiser updates;
+  docs/preregistrations.md §7.18); validation on 512 seeds at temperature 0.5 every 25 steps, the same seeds in every
+  run (paired); MI diagnostics every 25 steps.
 - Filter: Top-p 0.9 in *linear* mode without zero-RV groups. The paper's main table used softmax mode,
   but with 8 groups and rewards in [0, 1] the softmax weights of the group stds are almost uniform, so
   softmax top-p 0.9 keeps 7-8 of 8 groups and hardly filters (measured on binomial groups: 7.2-7.9 kept
   vs 6.2-7.6 in linear mode, which always drops zero-RV groups).
-- ``main`` study (C1, C2, C3, C4, C6): no filter, Top-p and Top-k 0.25 with 4 paired seeds (both conditions see the
-  same env seeds), the gradient decomposition at steps 1 and 50 with the paper's 6 RV buckets. The realization check
-  trains it again from a second warm start. C6 reads these runs (:func:`ragen2.repro.studies.mechanism_study`): nothing
-  forces collapse here.
+- ``main`` study (C1, C2, C3, C4, C6): no filter and Top-p with 8 paired seeds, Top-k 0.25 with 4 (every condition
+  sees the same env seeds), the gradient decomposition at steps 1 and 50 with the paper's 6 RV buckets. The
+  realization check trains it again from a second warm start. C6 reads these runs
+  (:func:`ragen2.repro.studies.mechanism_study`): nothing forces collapse here.
+- ``fixedmb`` study (the update count's own effect, and C2): Top-p and Top-k under the reference code's fixed
+  mini-batch (``loss_scaling: none``), 4 seeds paired with the main study's, on the first warm start only.
 - ``toppsweep`` and ``ent`` studies (C7): top-p 0.5 and entropy 0.01, one factor at a time around the main study's
   no-filter runs (their base points: ``reuse_main``), 2 seeds, on the first warm start only.
 - **Not run, for the budget or because RL does not learn there** (docs/preregistrations.md §7.17): PPO (no learning
@@ -224,13 +228,14 @@ def _cpu_base() -> dict[str, Any]:
         "rollout": {"env_groups": 8, "group_size": 16, "max_turns": 1, "max_actions_per_turn": 10,
                     "max_actions_per_traj": 10, "max_new_tokens": 64, "max_context_tokens": 1024,
                     "val_groups": 512},
-        # the screen's regime: GRPO, 100 steps (its step-100 reading, confirmed on fresh seeds), no loss scaling
-        # (the reference code's); checkpoints at the middle and the end for the prompt-level heatmaps
+        # the screen's regime: GRPO, 100 steps (its step-100 reading, confirmed on fresh seeds); checkpoints at the
+        # middle and the end for the prompt-level heatmaps
         "trainer": {"algo": "grpo", "steps": 100, "actor_lr": 1e-4, "critic_lr": 1e-4, "mini_batch_size": 32,
                     "micro_batch_size": 16, "entropy_coef": 0.001, "test_freq": 25, "save_freq": 50,
                     "keep_every": 50, "empty_stop_steps": 0, "rv_collapse_stop": False, "low_val_stop_patience": 0},
         # linear mode: with 8 groups and rewards in [0, 1], softmax weights of the group stds are almost
-        # uniform, so softmax top-p 0.9 keeps 7-8 of 8 groups and hardly filters (see the module docstring)
+        # uniform, so softmax top-p 0.9 keeps 7-8 of 8 groups and hardly filters (see the module docstring); the
+        # paper's mini-batch rule (docs/preregistrations.md §7.18; the fixedmb study keeps the reference's)
         "filter": {"strategy": "top_p", "value": 1.0, "top_p_mode": "linear", "include_zero": True,
                    "loss_scaling": "keep_rate"},
         "collapse": {"compute_freq": 25, "num_samples": 32},

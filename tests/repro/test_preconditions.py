@@ -94,7 +94,7 @@ def test_rl_learns_interval_includes_the_evaluation_noise_of_the_shared_boards()
     runs = pd.DataFrame({"run_id": ["a", "b"], "val_episodes": [episodes, episodes]})
     noisy = pc.rl_learns("C1", steps, ["a", "b"], where="runs", runs=runs)
     assert noisy.value == pytest.approx(gain)
-    lo, hi = (float(x) for x in noisy.measured.split("[")[1].split(",")[:2])
+    lo, hi = (float(x) for x in noisy.measured.split("[")[1].split("]")[0].split(","))
     assert lo < gain - 2 and hi == pytest.approx(gain + (gain - lo), abs=0.11)  # symmetric about the gain
     assert "evaluation noise of 512 boards" in noisy.measured
 
