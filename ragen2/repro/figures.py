@@ -337,6 +337,28 @@ def fig_output_length(
 
 
 @styled
+def fig_curve_pair(curves: Mapping[str, pd.DataFrame], *, ylabel: str, title: str, fig: Figure | None = None) -> Figure:
+    """One run's curve per filter condition (``curves``: condition -> a dvclive table, ``step`` and one value column),
+    as ``dvc plots show`` draws it from the plot_data stage's copies (:mod:`ragen2.repro.plot_data`)."""
+    levels = level_order(pd.Series(list(curves)), CONDITION_ORDER)
+    fig, axes = panel_grid(1, 1, fig, (4.2, 2.8))
+    ax = axes[0, 0]
+    colors = level_colors(levels, "condition")
+    for level in levels:
+        table = curves[level]
+        require_columns(table, ("step",), f"curve {level}")
+        value = [c for c in table.columns if c not in ("step", "timestamp")][-1]
+        ax.plot(table["step"], table[value], color=colors[level], marker="o", ms=3, label=level_label(level, "condition"))
+    ax.set_xlabel("training step")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    handles = [Line2D([], [], color=colors[v], marker="o", ms=3, label=level_label(v, "condition")) for v in levels]
+    handles.append(Line2D([], [], color="none", label="one run each (seed 0); dots: readings"))
+    fig.legend(handles=handles, loc="outside lower center", ncol=entries_per_row(fig, len(handles), inches=2.2))
+    return fig
+
+
+@styled
 def fig_training_dynamics(
     steps: pd.DataFrame,
     *,

@@ -1,10 +1,11 @@
-"""The data of ``dvc plots show``'s curves, copied out of two runs into the repository (the ``plot_data`` stage).
+"""``dvc plots show``'s training curves, drawn from two runs into the repository (the ``plot_data`` stage).
 
-``dvc.yaml``'s ``plots`` draw a few training curves of the main study's GRPO seed-0 pair (no filter vs Top-p 0.9)
-from the runs' dvclive files. Runs are not in git, so a fresh clone would have nothing to draw: this stage copies
-those few files (:data:`CURVES`, a few kilobytes) to ``paper_figures/plots/<condition>/``, which is committed with
-the figures, and the plots read them there. ``dvc plots show`` also shows every committed figure as an image, which
-needs no network (the curves' interactive view loads its JavaScript from the web).
+``dvc.yaml``'s ``plots`` show a few training curves of the main study's GRPO seed-0 pair (no filter vs Top-p 0.9)
+and every committed figure. Runs are not in git, so a fresh clone would have nothing to draw: this stage copies the
+curves' dvclive files (:data:`CURVES`, a few kilobytes) to ``paper_figures/plots/<condition>/`` and draws each curve
+as a PNG beside them (:data:`PLOTS`), all committed with the figures. ``dvc plots show`` shows the PNGs as images: a
+page that needs no network (DVC's interactive curves load their JavaScript from the web, and offline they vanish
+without a word).
 
 ``python -m ragen2.repro.plot_data --out-dir paper_figures/plots none=<run metrics dir> top_p=<run metrics dir>``
 """
@@ -17,6 +18,15 @@ from pathlib import Path
 
 CURVES = ("val/success.tsv", "collapse_first_turn/mi_estimate.tsv", "filter/kept_ratio.tsv")
 """The dvclive files the plots draw (relative to a run's ``dvclive/plots/metrics``)."""
+PLOTS = {
+    "validation_success": ("val/success.tsv", "validation success (share of episodes)",
+                           "Validation success, FrozenLake GRPO seed 0"),
+    "mi_proxy": ("collapse_first_turn/mi_estimate.tsv", "MI proxy (nats per token)",
+                 "MI proxy of the reasoning, FrozenLake GRPO seed 0"),
+    "kept_ratio": ("filter/kept_ratio.tsv", "kept ratio (share of prompt groups)",
+                   "Share of prompt groups the filter keeps, FrozenLake GRPO seed 0"),
+}
+"""Plot name -> (the curve it draws, its y label with unit, its title); drawn to ``<out dir>/<name>.png``."""
 
 
 def copy_curves(sources: dict[str, Path], out_dir: Path) -> list[Path]:
@@ -37,6 +47,22 @@ def copy_curves(sources: dict[str, Path], out_dir: Path) -> list[Path]:
     return written
 
 
+def draw_plots(conditions: Sequence[str], out_dir: Path) -> list[Path]:
+    """Draw each of :data:`PLOTS` from the copies in ``out_dir/<condition>/`` to ``out_dir/<name>.png``."""
+    import pandas as pd
+
+    from ragen2.fileio import write_bytes_atomic
+    from ragen2.repro.artifacts import figure_bytes
+    from ragen2.repro.figures import fig_curve_pair
+
+    written = []
+    for name, (curve, ylabel, title) in PLOTS.items():
+        tables = {c: pd.read_csv(out_dir / c / curve, sep="\t") for c in conditions}
+        figure = fig_curve_pair(tables, ylabel=ylabel, title=title)
+        written.append(write_bytes_atomic(out_dir / f"{name}.png", figure_bytes(figure, "png")))
+    return written
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ragen2.repro.plot_data", description=__doc__.split("\n")[0])
     parser.add_argument("--out-dir", type=Path, default=Path("paper_figures/plots"))
@@ -48,7 +74,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not sep or not condition or not path:
             parser.error(f"source {item!r} is not CONDITION=DIR")
         sources[condition] = Path(path)
-    print(f"wrote {len(copy_curves(sources, args.out_dir))} files to {args.out_dir}")
+    copied = copy_curves(sources, args.out_dir)
+    drawn = draw_plots(list(sources), args.out_dir)
+    print(f"wrote {len(copied)} curve files and {len(drawn)} plots to {args.out_dir}")
     return 0
 
 

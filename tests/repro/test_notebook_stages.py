@@ -193,28 +193,22 @@ def test_dvc_yaml_defines_the_notebook_stages_once_and_each_depends_on_its_own_i
 
 
 def test_plots_draw_metrics_the_trainer_logs_for_runs_every_profile_trains():
-    """The curves read the plot_data stage's copies of two runs' dvclive files (committed, so a clone without runs
-    draws them); the stage copies exactly those files, of runs every profile trains."""
-    from ragen2.repro.plot_data import CURVES
+    """The curves are the plot_data stage's images, drawn from its copies of two runs' dvclive files (committed, so a
+    clone without runs shows them, offline); the stage copies exactly those files, of runs every profile trains."""
+    from ragen2.repro.plot_data import CURVES, PLOTS
 
     stages, plots = resolved()["stages"], resolved()["plots"]
-    metrics = {"validation_success": "val/success", "mi_proxy": "collapse_first_turn/mi_estimate",
-               "kept_ratio": "filter/kept_ratio"}
-    curves = [p for p in plots if isinstance(p, dict)]
-    assert [next(iter(p)) for p in curves] == list(metrics)
-    assert sorted(f"{m}.tsv" for m in metrics.values()) == sorted(CURVES)
+    curves = [p for p in plots if isinstance(p, str) and p.startswith("paper_figures/plots/")]
+    assert curves == [f"paper_figures/plots/{name}.png" for name in PLOTS]
+    assert all(isinstance(p, str) for p in plots)  # images only: no plot that needs JavaScript from the web
+    assert sorted(curve for curve, _, _ in PLOTS.values()) == sorted(CURVES)
     copy = stages["plot_data"]
     assert copy["outs"] == [{"paper_figures/plots": {"cache": False}}]
     sources = dict(item.split("=", 1) for item in copy["cmd"].split()[-2:])
     run_ids = set()
-    for plot in curves:
-        (name, spec), = plot.items()
-        assert spec["x"] == "step" and len(spec["y"]) == 2
-        for file, column in spec["y"].items():
-            condition, rest = file.removeprefix("paper_figures/plots/").split("/", 1)
-            assert rest == f"{metrics[name]}.tsv" and column == metrics[name].rsplit("/", 1)[-1]
-            assert f"{sources[condition]}/{rest}" in copy["deps"]
     for metrics_dir in sources.values():
+        for curve in CURVES:
+            assert f"{metrics_dir}/{curve}" in copy["deps"]
         run_id, rest = metrics_dir.removeprefix("data/runs/").split("/", 1)
         assert rest == "dvclive/plots/metrics"
         run_ids.add(run_id)
@@ -237,6 +231,7 @@ def test_the_product_notebooks_are_those_with_the_parameters_to_keep_their_table
 
 
 def test_plots_show_every_committed_figure_as_an_image():
-    """`dvc plots show` lists each committed figure (its PNG: no network needed to show it), and no other."""
-    images = [p for p in resolved()["plots"] if isinstance(p, str)]
+    """`dvc plots show` lists each committed figure (its PNG: no network needed to show it) after the curves, and no
+    other."""
+    images = [p for p in resolved()["plots"] if isinstance(p, str) and not p.startswith("paper_figures/plots/")]
     assert images == sorted(p.relative_to(REPO).as_posix() for p in (REPO / "paper_figures").glob("fig_*.png"))

@@ -1,4 +1,4 @@
-"""Tests for the plot_data stage's copy of two runs' curves (ragen2/repro/plot_data.py)."""
+"""Tests for the plot_data stage: two runs' curves copied and drawn as images (ragen2/repro/plot_data.py)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,12 @@ def test_copies_each_curve_under_its_condition(tmp_path):
         assert (out / "top_p" / name).read_text() == (top_p / name).read_text()
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*.tsv")) == sorted(
         f"{c}/{n}" for c in ("none", "top_p") for n in plot_data.CURVES)
+    # each plot drawn beside them as a PNG, the same bytes when drawn again
+    pngs = {p.name: p.read_bytes() for p in out.glob("*.png")}
+    assert sorted(pngs) == sorted(f"{name}.png" for name in plot_data.PLOTS)
+    assert all(data.startswith(b"\x89PNG") for data in pngs.values())
+    plot_data.main(["--out-dir", str(out), f"none={none}", f"top_p={top_p}"])
+    assert {p.name: p.read_bytes() for p in out.glob("*.png")} == pngs
 
 
 def test_a_missing_curve_names_the_file(tmp_path):
@@ -41,7 +47,7 @@ def test_a_source_without_condition_is_refused(tmp_path, capsys):
 
 def test_dvc_plots_show_draws_every_plot_in_a_clone_without_runs(tmp_path):
     """dvc.yaml, params.yaml, .dvc/ and paper_figures/ (what a clone has; no data/runs): every plot loads, the curves
-    from their committed copies and each figure as an image, without a failure note."""
+    and each figure as an image, without a failure note, and the page needs no network."""
     import shutil
     import subprocess
     import sys
@@ -61,3 +67,9 @@ def test_dvc_plots_show_draws_every_plot_in_a_clone_without_runs(tmp_path):
     assert page.count("<img") == len(images) and len(list((tmp_path / "out" / "static").glob("*.png"))) == len(images)
     for name in ("validation_success", "mi_proxy", "kept_ratio"):
         assert name in page
+    # offline: the page loads no script, and every image it shows is a local file that exists
+    import re
+
+    assert "<script" not in page
+    sources = re.findall(r'<img[^>]*src="([^"]+)"', page)
+    assert len(sources) == len(images) and all((tmp_path / "out" / src).is_file() for src in sources), sources
