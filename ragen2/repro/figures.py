@@ -99,6 +99,7 @@ def fig_four_regimes(
     x: str = "cond_entropy",
     y: str = "mi",
     hue: str = "source",
+    style: str | None = None,
     label: str | None = "label",
     entropy_split: float | None = None,
     mi_split: float | None = None,
@@ -108,27 +109,35 @@ def fig_four_regimes(
 
     Args:
         points: one row per policy/checkpoint with ``x``, ``y``, ``hue`` (e.g. ``toy policy`` vs
-            ``checkpoint``) and optionally ``label`` (written beside each point).
+            ``checkpoint``) and optionally ``label`` (written beside each point, unless it names the point's regime,
+            which the quadrant's label already does).
+        style: the column that sets the marker (default: ``hue``), e.g. ``source`` (first or last reading) beside a
+            ``condition`` hue (the run's filter, named as readers see it).
         entropy_split, mi_split: where the quadrant lines go (default: mid-range of the data).
         ax: draw into this axes.
     """
-    require_columns(points, (x, y, hue), "points")
-    fig, ax = single_axes(ax, (4.2, 3.4))
-    levels = level_order(points[hue])
+    two_keys = style is not None and style != hue  # colour and marker say different things: a longer legend
+    style = style or hue
+    require_columns(points, (x, y, hue, style), "points")
+    fig, ax = single_axes(ax, (5.8, 3.4) if two_keys else (4.2, 3.4))
+    levels = level_order(points[hue], CONDITION_ORDER if hue == "condition" else ())
+    marks = level_order(points[style])
     sns.scatterplot(
         data=points,
         x=x,
         y=y,
         hue=hue,
-        style=hue,
+        style=style,
         hue_order=levels,
-        style_order=levels,
+        style_order=marks,
         palette=level_colors(levels, hue),
         s=55,
         ax=ax,
     )
     if label is not None and label in points.columns:
         for row in points.itertuples(index=False):
+            if str(getattr(row, label)).replace("_", " ").replace("-", " ") in {q.replace("-", " ") for q in QUADRANTS}:
+                continue  # a point named after its regime: the quadrant's own label already says it
             ax.annotate(
                 str(getattr(row, label)).replace("_", " "),
                 (getattr(row, x), getattr(row, y)),
@@ -142,9 +151,14 @@ def fig_four_regimes(
     ax.margins(0.15)
     where = "given" if entropy_split is not None and mi_split is not None else "mid-range"
     handles, labels = ax.get_legend_handles_labels()
+    names = {"condition": "filter", "source": "reading"}
+    labels = [names.get(t, level_label(t, hue) if t in levels else t) for t in labels]
     handles.append(Line2D([], [], color="0.4", ls="--", lw=0.8))
     labels.append(f"regime boundary ({where})")
-    ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1 if len(labels) > 2 else 2)
+    if two_keys:
+        ax.legend(handles, labels, loc="center left", bbox_to_anchor=(1.02, 0.5))
+    else:
+        ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1 if len(labels) > 2 else 2)
     return fig
 
 

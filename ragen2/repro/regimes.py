@@ -76,7 +76,7 @@ def regime_points_from_steps(steps: pd.DataFrame, x: str = "collapse_first_turn/
 
     Returns:
         ``label`` (``<condition> s<seed> start|end``), ``cond_entropy``, ``mi``, ``source`` (``start`` /
-        ``end`` checkpoints), ``run_id``.
+        ``end`` checkpoints), ``run_id``, ``condition`` (the run's filter).
     """
     rows = []
     wide = steps[steps["metric"].isin([x, y])].pivot_table(index=["run_id", "step"], columns="metric",
@@ -89,7 +89,8 @@ def regime_points_from_steps(steps: pd.DataFrame, x: str = "collapse_first_turn/
         for tag, row in (("start", part.iloc[0]), ("end", part.iloc[-1])):
             info = labels.loc[rid]
             rows.append({"label": f"{info['condition']} s{info['seed']} {tag}", "cond_entropy": row[x],
-                         "mi": row[y], "source": f"checkpoint ({tag})", "run_id": rid})
+                         "mi": row[y], "source": f"checkpoint ({tag})", "run_id": rid,
+                         "condition": info["condition"]})
     return pd.DataFrame(rows)
 
 
