@@ -70,6 +70,23 @@ def params_runs_root(params: str) -> str:
     return str(pipeline.get("runs_root", "data/runs"))
 
 
+def check_overrides(items: Sequence[str]) -> None:
+    """Each ``--set KEY=VALUE`` has a key and a value that parses as YAML, or a :class:`UserError` naming it (before
+    any heavy import; the config then checks keys and types strictly)."""
+    import yaml
+
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"--set {item!r} is not of the form key.path=value")
+        try:
+            yaml.safe_load(raw)
+        except yaml.YAMLError as e:
+            problem = str(getattr(e, "problem", None) or e).splitlines()[0]
+            raise UserError(f"--set {item!r}: the value {raw!r} of {key.strip()!r} is not valid YAML ({problem})") \
+                from None
+
+
 def pin_kernels() -> None:
     """Pin the math kernels (:mod:`ragen2.kernels`) before any command imports torch."""
     from ragen2 import kernels
@@ -91,6 +108,7 @@ def run_command(parser: argparse.ArgumentParser, argv: Sequence[str] | None, pro
     args = parser.parse_args(argv)
     show_progress()  # warm-start steps, resume, evaluation: ragen2's INFO lines on stderr
     try:
+        check_overrides(getattr(args, "set", None) or [])
         pin_kernels()
         return args.func(args)
     except UserError as e:

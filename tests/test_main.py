@@ -29,6 +29,11 @@ def _params(tmp_path):
     (["train", "a", "--set", "trainer.steps=ten"], "trainer.steps: expected an int, got 'ten'"),
     (["warmstart", "a", "--set", "warm_start.nope=1"], "unknown key 'warm_start.nope'"),
     (["train", "a", "--realization"], "pipeline.realization=None"),
+    (["train", "a", "--set", "trainer.lr=[1,2"], "the value '[1,2' of 'trainer.lr' is not valid YAML"),
+    (["train", "a", "--set", "trainer.actor_lr={"], "the value '{' of 'trainer.actor_lr' is not valid YAML"),
+    (["train", "a", "--set", "trainer.steps"], "--set 'trainer.steps' is not of the form key.path=value"),
+    (["warmstart", "a", "--set", "warm_start.steps=]"], "the value ']' of 'warm_start.steps' is not valid YAML"),
+    (["train", "a", "--set", "trainer.steps=[1, 2]"], "trainer.steps: expected an int"),
 ])
 def test_bad_input_is_one_line_naming_the_key_and_exit_status_2(tmp_path, capsys, argv, named):
     argv = argv + ["--params", _params(tmp_path)]
