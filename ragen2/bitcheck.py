@@ -25,7 +25,7 @@ from typing import Any
 REFERENCE = {
     "warm_start_sha256": "9dc5baf223f37cc04eac327475740d10618e7f19a8022e57572d1d13076c26f5",
     "actor_sha256": "f6a74528748c50fe2058982af3f2d5cc271198a8e8f3a88f2a663f74e182f170",
-    "metrics_sha256": "38775368bf74b5aceaa4c039285a644bb6c6f0f6c21f1f65406d5b09ee0abe11",
+    "metrics_sha256": "72fdaf7eb59c156e0dde648128b3ce5732568995dbeede51e610e1a8fcde7930",
     "advantages_sha256": "004e2ad4f31918abd80385b49ec2234f1a52562c8573aebcd4c54ab00ba1c618",
     "versions": {"torch": "2.13.0+cpu", "transformers": "5.24.0"},
 }
