@@ -41,6 +41,8 @@ LEVEL_LABELS = {
     "env": ENV_LABELS,
 }
 """Column -> value -> what a reader sees in legends and titles (other values are shown as they are)."""
+HUE_TITLES = {"condition": "filter", "algo": "algorithm", "env": "environment"}
+"""Column -> the legend title a reader sees (other columns are shown by name)."""
 BAND = "band: ± 1 std over seeds"
 """What the shaded band around a mean curve is."""
 

@@ -29,6 +29,7 @@ from matplotlib.lines import Line2D
 from ragen2.repro.figure_style import (
     ALGO_ORDER,
     CONDITION_ORDER,
+    HUE_TITLES,
     curve_legend,
     entries_per_row,
     level_colors,
@@ -266,10 +267,10 @@ def fig_grad_decomposition(
                 fmt="o",
                 capsize=2,
                 color=palette[level],
-                label=str(level),
+                label=level_label(level, hue),
             )
             for ax, col in ((ax_task, "task_norm"), (ax_reg, "reg_norm")):
-                ax.plot(sub["rv_mean"], sub[col], "o-", color=palette[level], label=str(level))
+                ax.plot(sub["rv_mean"], sub[col], "o-", color=palette[level], label=level_label(level, hue))
         ax_rv.set_yscale("symlog", linthresh=1e-2)
         ax_rv.set_xlabel("RV bucket (1 = lowest)")
         ax_rv.set_ylabel(f"step {step}\nbucket RV (reward std)")
@@ -281,7 +282,7 @@ def fig_grad_decomposition(
             ax_rv.set_title("RV per bucket")
             ax_task.set_title("task gradient")
             ax_reg.set_title("regularisation gradient")
-            ax_reg.legend(title=hue)
+            ax_reg.legend(title=HUE_TITLES.get(hue, hue))
     return fig
 
 
@@ -311,6 +312,8 @@ def _curves_by_panel(
             legend=False,
         )
         title = level_label(value, panel)
+        if panel != "env" and "env" in part.columns and part["env"].nunique() == 1:  # name the one environment too
+            title = f"{level_label(part['env'].iloc[0], 'env')}, {title}"
         ax.set_title(title if "run_id" not in part.columns else f"{title}\n({runs_per_level(part, hue, levels)})")
         ax.set_xlabel("training step")
         ax.set_ylabel(ylabel)
@@ -329,9 +332,10 @@ def fig_success_curves(
 ) -> Figure:
     """Validation success vs step, one panel per env, hue = filter condition, mean ± std over seeds.
 
-    The panel title gives the number of runs per condition; the legend sits below the panels.
+    The panel title names the panel (and the environment, where the panels are another column) and gives the number
+    of runs per condition; the legend sits below the panels.
     """
-    return _curves_by_panel(steps, metric, "validation success (share of episodes)", hue, panel, fig)
+    return _curves_by_panel(steps, metric, "validation success\n(share of episodes)", hue, panel, fig)
 
 
 @styled
@@ -502,10 +506,10 @@ def fig_stochasticity(
             fmt="o-",
             capsize=2,
             color=palette[cond],
-            label=cond,
+            label=level_label(cond, condition),
         )
     ax_abs.set_ylabel(value.replace("_", " "))
-    ax_abs.legend(title=condition)
+    ax_abs.legend(title=HUE_TITLES.get(condition, condition))
     wide = data.pivot_table(index=[slip, pair_on], columns=condition, values=value, aggfunc="mean")
     if filtered in wide.columns and baseline in wide.columns:
         gain = (wide[filtered] - wide[baseline]).dropna().rename("gain").reset_index()
@@ -522,7 +526,7 @@ def fig_stochasticity(
                 zorder=3,
             )
     ax_gain.axhline(0, color="0.3", lw=0.8)
-    ax_gain.set_ylabel(f"paired gain ({filtered} - {baseline})")
+    ax_gain.set_ylabel(f"paired gain\n({level_label(filtered, condition)} - {level_label(baseline, condition)})")
     for ax in (ax_abs, ax_gain):
         ax.set_xticks(range(len(slips)), [_slip_label(float(s)) for s in slips])
         ax.set_xlabel("slip rate")

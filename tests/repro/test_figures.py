@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -18,7 +20,26 @@ CONDITIONS = ("top_p", "top_k", "none")
 SEEDS = (0, 1, 2)
 
 
+RAW_KEY = re.compile(r"\b[a-z0-9_]+/[a-z0-9_.]+")  # a logged metric's key, e.g. collapse_first_turn/mi_zscore
+CODE_NAMES = {"top_p", "top_k", "none", "keep_rate", "fixedmb", "frozenlake", "sokoban", "grpo", "ppo"}
+
+
+def reader_texts(fig: Figure) -> list[str]:
+    """Every axis label, panel title and legend entry a reader sees on ``fig`` (ticks aside)."""
+    texts = [fig.get_suptitle()] if hasattr(fig, "get_suptitle") else []
+    for ax in fig.axes:
+        texts += [ax.get_xlabel(), ax.get_ylabel(), ax.get_title()]
+        texts += [t.get_text() for t in (ax.get_legend().get_texts() if ax.get_legend() else [])]
+    texts += [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+    return [t for t in texts if t]
+
+
 def _close(fig: Figure) -> None:
+    """Check that ``fig`` reads without its caption (no raw metric key, no code name in a label, title or legend),
+    then free it: every figure these tests draw goes through here."""
+    for text in reader_texts(fig):
+        assert not RAW_KEY.search(text), f"a raw metric key in {text!r}"
+        assert not CODE_NAMES & set(re.split(r"[\s,:()=]+", text)), f"a code name in {text!r}"
     fig.clear()
 
 
@@ -210,7 +231,12 @@ def test_success_curves_and_output_length(steps):
     fig = F.fig_success_curves(uneven)
     assert fig.axes[0].get_title() == "FrozenLake\n(runs: Top-p 3, Top-k 3, no filter 2)"
     _close(fig)
-    fig = F.fig_output_length(steps[steps.env == "sokoban"])
+    one_env = steps[steps.env == "sokoban"]
+    fig = F.fig_success_curves(one_env, panel="algo")  # panels by algorithm: the title names the environment too
+    assert fig.axes[0].get_title().startswith("Sokoban, ")
+    assert "\n" in fig.axes[0].get_ylabel()  # two lines: no taller than the axes
+    _close(fig)
+    fig = F.fig_output_length(one_env)
     assert _axes_count(fig) == 1
     _close(fig)
     with pytest.raises(ValueError, match="'val/missing'"):
@@ -313,9 +339,9 @@ def test_intervention_sweeps():
     rng = np.random.default_rng(4)
     rows = []
     for sweep, values in (
-        ("entropy_coef", [0, 0.001, 0.01, 0.1]),
-        ("kl_coef", [0, 0.001, 0.1]),
-        ("top_p", [1.0, 0.9, 0.6, "nofilter"]),
+        ("entropy coef", [0, 0.001, 0.01, 0.1]),  # the sweeps as the claim tests name them
+        ("KL coef", [0, 0.001, 0.1]),
+        ("top-p", [1.0, 0.9, 0.6, "nofilter"]),
     ):
         for v in values:
             for s in SEEDS:
@@ -334,7 +360,7 @@ def test_intervention_sweeps():
     ticks = [t.get_text() for t in fig.axes[2].get_xticklabels()]
     assert ticks == ["0.6", "0.9", "1", "nofilter"]
     _close(fig)
-    fig = F.fig_intervention_sweeps(sweeps, value_order={"top_p": ["nofilter", 1.0, 0.9, 0.6]})
+    fig = F.fig_intervention_sweeps(sweeps, value_order={"top-p": ["nofilter", 1.0, 0.9, 0.6]})
     assert [t.get_text() for t in fig.axes[2].get_xticklabels()] == ["nofilter", "1", "0.9", "0.6"]
     _close(fig)
 
@@ -381,4 +407,11 @@ def test_learning_screen_names_its_two_readings_in_a_legend_off_the_data():
     fig = F.fig_learning_screen(table, threshold=15.0)  # without step numbers: the readings by name
     assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()][:2] == [
         "end of training\n(bar: 95 % interval)", "midpoint, same run\n(thin line joins the two)"]
+    _close(fig)
+
+
+def test_curve_pair_names_each_filter():
+    curve = pd.DataFrame({"step": [0, 25, 50], "val/success": [0.2, 0.3, 0.4]})
+    fig = F.fig_curve_pair({"none": curve, "top_p": curve}, ylabel="validation success (share)", title="FrozenLake")
+    assert [t.get_text() for t in fig.legends[0].get_texts()][:2] == ["Top-p", "no filter"]
     _close(fig)
