@@ -150,9 +150,46 @@ def test_cli_prints_one_json_object_last(tmp_path, capsys, keep_threads, ctx, ca
     assert json.loads(out_file.read_text()) == report
 
 
-def test_cli_rejects_unknown_benchmark(tmp_path, keep_threads):
-    with pytest.raises(SystemExit, match="'bogus'"):
-        main(["--quick", "--only", "bogus", "--cache-dir", str(tmp_path)])
+def test_cli_rejects_bad_input_in_one_line(tmp_path, capsys, keep_threads):
+    assert main(["--quick", "--only", "bogus", "--cache-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--only=bogus" in err
+    assert main(["--only", "step_over_floor_ppo", "--params", str(tmp_path / "missing.yaml")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "missing.yaml" in err and "does not exist" in err
+    assert main(["--threads", "0"]) == 2
+    assert "--threads=0" in capsys.readouterr().err
+
+
+def test_a_failing_figure_is_reported_and_the_rest_still_run(tmp_path, capsys, keep_threads, cache_dir,
+                                                             monkeypatch):
+    import ragen2.bench.cases as cases
+
+    def fails(*args, **kwargs):
+        raise RuntimeError("no such run\n(a second line)")
+
+    def measured(*args, **kwargs):
+        comp = Comparison("speedup")
+        comp.add(Sample(2.0), Sample(1.0))
+        return comp
+
+    written = []
+    monkeypatch.setattr(cases, "bench_rollout", fails)
+    monkeypatch.setattr(cases, "bench_scoring", measured)
+    report = cases.run_benchmarks(cases.QUICK, cache_dir, only=("rollout_speedup_vs_generate",
+                                                                "scoring_speedup_vs_naive"),
+                                  log=lambda line: None, on_figure=lambda r: written.append(dict(r)))
+    assert report["rollout_speedup_vs_generate"] is None
+    assert report["details"]["rollout_speedup_vs_generate"]["failed"] == "RuntimeError: no such run (a second line)"
+    assert report["targets"]["rollout_speedup_vs_generate"]["met"] is None
+    assert report["scoring_speedup_vs_naive"] == 2.0  # the next figure still ran
+    assert [sorted(k for k in r if k in BENCHMARKS) for r in written] == [
+        ["rollout_speedup_vs_generate"], ["rollout_speedup_vs_generate", "scoring_speedup_vs_naive"]]
+    out_file = tmp_path / "report.json"
+    assert main(["--quick", "--only", "rollout_speedup_vs_generate", "--cache-dir", str(cache_dir), "--out",
+                 str(out_file)]) == 1  # a figure failed
+    assert "rollout_speedup_vs_generate failed: RuntimeError" in capsys.readouterr().out
+    assert json.loads(out_file.read_text())["rollout_speedup_vs_generate"] is None
 
 
 @pytest.mark.slow

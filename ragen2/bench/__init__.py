@@ -26,7 +26,8 @@ repetitions alternate so that machine noise hits both):
   over those with the ragged forward (each distinct prompt once per micro-batch, each row up to its last
   trained token: :mod:`ragen2.model.prefix`), same batch, the CPU profile's PPO trainer and rollout shape;
 - ``step_over_floor_grpo``, ``step_over_floor_ppo``: seconds per step of a whole CPU-profile run (the main
-  study's run of that algorithm from ``--params``, its warm start built if missing; MI diagnostics, gradient
+  study's run of that algorithm from ``--params``, or where the profile has none its first main run trained with
+  that algorithm (``details`` name the run and the override), its warm start built if missing; MI diagnostics, gradient
   analysis, validation, logging and checkpoints at their frequencies) over the step's compute floor, one
   forward+backward per trained model over the distinct tokens plus one cached forward per generated position
   (:mod:`ragen2.bench.floor`).
@@ -34,7 +35,10 @@ repetitions alternate so that machine noise hits both):
 With ``--json`` the last line of output is one JSON object: every figure under its name, and
 ``details`` (per figure: ``median``, ``min``, ``max``, ``baseline_s``, ``candidate_s``, the runs and
 the sizes), ``targets`` (the issue's target per figure and whether it was met), ``machine`` (CPU
-model, cores, torch threads, load average, versions), ``sizes`` and ``seconds_total``.
+model, cores, torch threads, load average, versions), ``sizes`` and ``seconds_total``. A figure that fails is
+``None`` with its one-line reason in ``details[name]["failed"]``, the others still run, and the exit status is 1;
+``--out`` is rewritten after every figure. Bad input (an unknown figure, a params file without the profile's runs)
+is one line on stderr and exit status 2, before torch is imported.
 """
 
 from __future__ import annotations
@@ -43,7 +47,8 @@ import importlib
 from typing import Any
 
 _WHERE = {
-    **dict.fromkeys(("BENCHMARKS", "FULL", "QUICK", "TARGETS", "BenchSizes", "Shape", "bench_grpo_native",
+    **dict.fromkeys(("BENCHMARKS", "TARGETS"), "targets"),
+    **dict.fromkeys(("FULL", "QUICK", "BenchSizes", "Shape", "bench_grpo_native",
                      "bench_mi_fraction", "bench_rollout", "bench_scoring", "bench_update_half_keep",
                      "bench_update_shared_prefix", "make_context", "run_benchmarks"), "cases"),
     **dict.fromkeys(("Comparison", "Sample", "interleave", "machine_info"), "timing"),

@@ -37,8 +37,9 @@ def main(argv: list[str] | None = None) -> int:
 
         return gpu_check([a for a in argv if a != "--gpu"])
     args = parse_args(argv)
-    if args.threads < 1:
-        raise SystemExit(f"--threads must be >= 1, got {args.threads}")
+    if (problem := input_problem(args)) is not None:
+        print(f"python -m ragen2.bench: error: {problem}", file=sys.stderr)
+        return 2
     for key, value in OFFLINE_ENV.items():
         os.environ.setdefault(key, value)
     from ragen2 import kernels
@@ -54,26 +55,52 @@ def main(argv: list[str] | None = None) -> int:
     transformers.utils.logging.disable_progress_bar()
     logging.getLogger("accelerate").setLevel(logging.ERROR)
 
-    from ragen2.bench.cases import BENCHMARKS, FULL, QUICK, run_benchmarks
+    from ragen2.bench.cases import FULL, QUICK, run_benchmarks
+    from ragen2.bench.targets import BENCHMARKS
+    from ragen2.fileio import json_ready, write_json_atomic
+
+    mode = "quick" if args.quick else "full"
+
+    def write(report: dict) -> None:  # after every figure: an interrupted bench keeps what it measured
+        if args.out is not None:
+            write_json_atomic(args.out, {**report, "mode": mode})
 
     only = tuple(args.only) if args.only else BENCHMARKS
-    unknown = [name for name in only if name not in BENCHMARKS]
-    if unknown:
-        raise SystemExit(f"unknown benchmark(s) {unknown}; known: {list(BENCHMARKS)}")
     report = run_benchmarks(QUICK if args.quick else FULL, args.cache_dir, only=only, params=args.params,
-                            log=lambda line: print(line, file=sys.stderr if args.json else sys.stdout, flush=True))
-    report["mode"] = "quick" if args.quick else "full"
-    text = json.dumps(report, sort_keys=False)
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(report, indent=2) + "\n")
+                            log=lambda line: print(line, file=sys.stderr if args.json else sys.stdout, flush=True),
+                            on_figure=write)
+    report["mode"] = mode
+    write(report)
     if args.json:
-        print(text, flush=True)
+        print(json.dumps(json_ready(report), sort_keys=False, allow_nan=False), flush=True)
     else:
         for name in only:
-            print(f"{name} = {report[name]:.3f}")
-    return 0
+            value = report[name]
+            print(f"{name} = {value:.3f}" if value is not None else f"{name} failed: {report['details'][name]['failed']}")
+    return 0 if all(report[name] is not None for name in only) else 1
 
+
+def input_problem(args: argparse.Namespace) -> str | None:
+    """The first bad input as one line naming it, or None: checked before the heavy imports."""
+    from ragen2.bench.targets import BENCHMARKS  # the names alone: no torch
+
+    if args.threads < 1:
+        return f"--threads={args.threads}: must be >= 1"
+    unknown = [name for name in args.only or () if name not in BENCHMARKS]
+    if unknown:
+        return f"--only={' '.join(unknown)}: unknown benchmark(s); known: {' '.join(BENCHMARKS)}"
+    wants_params = not args.quick and any(name.startswith("step_over_floor_") or name.endswith("_trl_native")
+                                          for name in (args.only or BENCHMARKS))
+    if wants_params:
+        from ragen2.bench.profile_runs import profile_run_id
+        from ragen2.errors import ConfigError
+
+        for algo in ("grpo", "ppo"):
+            try:
+                profile_run_id(algo, args.params)
+            except ConfigError as e:
+                return f"--params={args.params}: {e}"
+    return None
 
 if __name__ == "__main__":
     raise SystemExit(main())

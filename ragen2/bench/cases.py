@@ -19,6 +19,7 @@ import numpy as np
 
 from ragen2.bench.baseline import generate_loop
 from ragen2.bench.steps import Ragen2Stepper, with_response_reasoning
+from ragen2.bench.targets import BENCHMARKS, TARGETS
 from ragen2.bench.timing import Comparison, Sample, interleave, load_average, machine_info, timed
 from ragen2.config import CollapseConfig, EnvConfig, PolicyConfig, RolloutConfig, RunConfig, WarmStartConfig
 from ragen2.filter import FilterConfig
@@ -86,20 +87,6 @@ FULL = BenchSizes(
     scoring_reasoning_tokens=24, reps=3, warmup=1, step_reps=3, step_warmup=1, mi_reps=2, mi_warmup=1,
     update_variants=True)
 """The MI pass at the paper's shape (8 prompts x 16 samples, 64 pairs per family)."""
-
-TARGETS: dict[str, tuple[str, float]] = {
-    "rollout_speedup_vs_generate": (">=", 0.9),
-    "grpo_step_speedup_vs_trl_native": (">=", 2.0),
-    "mi_cost_fraction_of_step": ("<=", 0.25),
-    "update_time_ratio_at_half_keep": ("<=", 0.65),
-    "scoring_speedup_vs_naive": (">=", 3.0),
-    "update_speedup_shared_prefix": (">=", 1.0),
-    "step_over_floor_grpo": ("<=", 1.5),
-    "step_over_floor_ppo": ("<=", 1.5),
-}
-"""The issue's targets for this machine (reported beside each figure, never used to tune it); the shared-prompt
-update has no issue target: 1.0 says only that it must not be slower than the plain forward."""
-
 
 @dataclass
 class BenchContext:
@@ -418,28 +405,43 @@ def profile_run_config(algo: str, sizes: BenchSizes, params: Path) -> RunConfig:
 
 def bench_floor(ctx: BenchContext, algo: str, sizes: BenchSizes, params: Path, cache_dir: Path) -> Comparison:
     from ragen2.bench.floor import bench_step_over_floor, initial_policy_built
+    from ragen2.bench.profile_runs import profile_run_id
 
     cfg = profile_run_config(algo, sizes, params)
     init = initial_policy_built(cfg, cache_dir) if cfg.warm_start.steps > 0 else ctx.policy_path
-    return bench_step_over_floor(cfg, init, reps=sizes.floor_reps, floor_repeats=sizes.floor_repeats)
+    comparison = bench_step_over_floor(cfg, init, reps=sizes.floor_reps, floor_repeats=sizes.floor_repeats)
+    if sizes.profile_from_params:  # which of the profile's runs it trained, and with which override
+        run_id, overrides = profile_run_id(algo, params)
+        comparison.extra.update(run=run_id, overrides=list(overrides))
+    return comparison
 
 
 # ---------------------------------------------------------------------------------------------
 # All of them
 # ---------------------------------------------------------------------------------------------
-BENCHMARKS = tuple(TARGETS)
-"""Figure names, in the order they run."""
-
-
 def run_benchmarks(sizes: BenchSizes, cache_dir: Path, *, only: tuple[str, ...] = BENCHMARKS,
-                   log: Callable[[str], None] = print, params: Path = Path("params.yaml")) -> dict[str, Any]:
+                   log: Callable[[str], None] = print, params: Path = Path("params.yaml"),
+                   on_figure: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Run the benchmarks named in ``only`` and return the report (see :mod:`ragen2.bench`); ``params`` holds the
-    CPU profile the ``step_over_floor_*`` figures train (full sizes only)."""
+    CPU profile the ``step_over_floor_*`` figures train (full sizes only).
+
+    A figure that raises is reported as failed (its value ``None``, ``details[name]["failed"]`` its one-line
+    reason) and the rest still run; ``on_figure`` gets the report as it stands after every figure, so a caller can
+    write it and an interrupted bench keeps what it measured.
+    """
     unknown = [name for name in only if name not in BENCHMARKS]
     if unknown:
         raise ValueError(f"unknown benchmark(s) {unknown}; known: {list(BENCHMARKS)}")
     started = time.perf_counter()
-    load_before = load_average()
+    report: dict[str, Any] = {}
+    details: dict[str, Any] = {}
+    targets: dict[str, Any] = {}
+    machine = machine_info() | {"load_average_before": load_average()}
+
+    def assembled() -> dict[str, Any]:
+        return {**report, "details": details, "targets": targets, "machine": machine,
+                "sizes": dataclasses.asdict(sizes), "seconds_total": time.perf_counter() - started}
+
     ctx = make_context(cache_dir)
     s = sizes
     runners: dict[str, Callable[[], Comparison]] = {
@@ -456,27 +458,29 @@ def run_benchmarks(sizes: BenchSizes, cache_dir: Path, *, only: tuple[str, ...] 
         "step_over_floor_grpo": lambda: bench_floor(ctx, "grpo", s, params, cache_dir),
         "step_over_floor_ppo": lambda: bench_floor(ctx, "ppo", s, params, cache_dir),
     }
-    report: dict[str, Any] = {}
-    details: dict[str, Any] = {}
-    targets: dict[str, Any] = {}
     for name in BENCHMARKS:
         if name not in only:
             continue
         t0 = time.perf_counter()
-        summary = runners[name]().summary()
-        summary["load_average_after"] = load_average()
-        summary["wall_s"] = time.perf_counter() - t0
-        report[name] = summary["median"]
-        details[name] = summary
         op, value = TARGETS[name]
-        met = summary["median"] >= value if op == ">=" else summary["median"] <= value
-        targets[name] = {"op": op, "value": value, "met": bool(met)}
-        log(f"{name}: {summary['median']:.3f} (min {summary['min']:.3f}, max {summary['max']:.3f}; "
-            f"baseline {summary['baseline_s']:.3f} s, candidate {summary['candidate_s']:.3f} s; "
-            f"target {op} {value}: {'met' if met else 'missed'}) [{summary['wall_s']:.1f} s]")
-    report["details"] = details
-    report["targets"] = targets
-    report["machine"] = machine_info() | {"load_average_before": load_before}
-    report["sizes"] = dataclasses.asdict(sizes)
-    report["seconds_total"] = time.perf_counter() - started
-    return report
+        try:
+            summary = runners[name]().summary()
+        except Exception as e:  # noqa: BLE001 - one figure's failure is reported, the others still run
+            reason = f"{type(e).__name__}: {' '.join(str(e).split())}"
+            report[name] = None
+            details[name] = {"failed": reason, "wall_s": time.perf_counter() - t0}
+            targets[name] = {"op": op, "value": value, "met": None}
+            log(f"{name}: failed ({reason}) [{details[name]['wall_s']:.1f} s]")
+        else:
+            summary["load_average_after"] = load_average()
+            summary["wall_s"] = time.perf_counter() - t0
+            report[name] = summary["median"]
+            details[name] = summary
+            met = summary["median"] >= value if op == ">=" else summary["median"] <= value
+            targets[name] = {"op": op, "value": value, "met": bool(met)}
+            log(f"{name}: {summary['median']:.3f} (min {summary['min']:.3f}, max {summary['max']:.3f}; "
+                f"baseline {summary['baseline_s']:.3f} s, candidate {summary['candidate_s']:.3f} s; "
+                f"target {op} {value}: {'met' if met else 'missed'}) [{summary['wall_s']:.1f} s]")
+        if on_figure is not None:
+            on_figure(assembled())
+    return assembled()

@@ -33,26 +33,21 @@ from typing import Any
 import numpy as np
 import torch
 
-from ragen2.config import RunConfig, load_config, read_params
-from ragen2.errors import ConfigError
+from ragen2.bench.profile_runs import profile_run_id
+from ragen2.config import RunConfig, load_config
 from ragen2.rollout.types import RolloutBatch
-
-PROFILE_RUNS = {"grpo": "frozenlake__grpo__none__main__s0", "ppo": "frozenlake__ppo__none__main__s0"}
-"""The CPU profile's main-study runs of each algorithm (8 x 8 single-turn FrozenLake, warm start, gradient
-analysis on), whose settings the figures use."""
 
 
 def profile_config(algo: str, params_path: Path, overrides: tuple[str, ...] = ()) -> RunConfig:
-    """The run config of the CPU profile's main ``algo`` run from ``params_path`` (must hold the ``cpu`` profile).
+    """The run config of the CPU profile's main ``algo`` run from ``params_path`` (must hold the ``cpu`` profile), or,
+    where the profile has no main run of ``algo``, its first main run (:data:`ragen2.bench.profile_runs.MAIN_RUN`) with ``trainer.algo=algo``
+    (:func:`profile_run_id` says which).
 
     Raises:
-        ConfigError: the params file holds another profile (its shapes would be measured instead).
+        ConfigError: see :func:`ragen2.bench.profile_runs.profile_run_id`.
     """
-    profile = (read_params(params_path).get("pipeline") or {}).get("profile")
-    if profile != "cpu":
-        raise ConfigError(f"{params_path} holds the {profile!r} profile; step_over_floor measures the cpu profile "
-                         "(python -m ragen2 profile cpu --write params.yaml)")
-    cfg = load_config(PROFILE_RUNS[algo], params_path=params_path, overrides=list(overrides))
+    run_id, overrides = profile_run_id(algo, params_path, overrides)
+    cfg = load_config(run_id, params_path=params_path, overrides=list(overrides))
     return dataclasses.replace(cfg, policy=dataclasses.replace(cfg.policy, device="cpu"))
 
 

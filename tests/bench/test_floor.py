@@ -15,6 +15,7 @@ from ragen2.bench.floor import (
     training_s,
     update_floor,
 )
+from ragen2.bench.profile_runs import profile_run_id
 from ragen2.rollout.types import RolloutBatch
 from tests.trainer._tiny import tiny_lm, trajectories
 
@@ -64,6 +65,20 @@ def test_profile_config_refuses_another_profile(tmp_path):
     params.write_text("base: {}\nruns: {frozenlake__grpo__none__main__s0: {}}\npipeline: {profile: smoke}\n")
     with pytest.raises(ValueError, match="smoke"):
         profile_config("grpo", params)
+
+
+def test_an_algorithm_without_a_main_run_trains_the_first_main_runs_config(tmp_path):
+    params = tmp_path / "params.yaml"
+    params.write_text("base: {trainer: {algo: grpo}}\nruns: {frozenlake__grpo__none__main__s0: {}}\n"
+                      "pipeline: {profile: cpu}\n")
+    assert profile_run_id("grpo", params) == ("frozenlake__grpo__none__main__s0", ())
+    assert profile_run_id("ppo", params) == ("frozenlake__grpo__none__main__s0", ("trainer.algo=ppo",))
+    assert profile_config("ppo", params).trainer.algo == "ppo"
+    params.write_text("base: {}\nruns: {other: {}}\npipeline: {profile: cpu}\n")
+    with pytest.raises(ValueError, match="declares neither"):
+        profile_config("ppo", params)
+    with pytest.raises(ValueError, match="does not exist"):
+        profile_config("grpo", tmp_path / "missing.yaml")
 
 
 @pytest.mark.parametrize("algo", ["grpo", "ppo"])
