@@ -9,8 +9,8 @@ parsed by :mod:`ragen2.repro.run_ids`; ``<study>`` names the study a run belongs
 
 **The CPU default profile** (``cpu``): the paper's studies inside the one CPU setting where RL without a filter was
 found to learn (the learning screen, :mod:`ragen2.repro.learning_screen`; design fixed in docs/preregistrations.md
-§7.17 before its runs), sized to run within 90 minutes on 2 cores at the measured per-step cost (:data:`S_PER_STEP`;
-``python -m ragen2 profile cpu --estimate``):
+§7.17 before its runs), with the seeds §7.18 fixed: about 94 minutes on 2 cores at the measured per-step cost
+(:data:`S_PER_STEP`; ``python -m ragen2 profile cpu --estimate``), a little over the 90 the pipeline aims at:
 
 - Setting: the tiny local Llama (0.4M parameters) on single-turn FrozenLake (2 % slip, up to 10 moves), warm-started by
   300 SFT steps on 4000 expert episodes of which 30 % carry a template reasoning (``warm_start.template_fraction``): a
@@ -91,7 +91,7 @@ INITIAL_POLICY_DIR = WARM_START_DIR
 and dvc.yaml is the same for every profile (``initial_policy`` never writes there when steps is 0)."""
 
 S_PER_STEP: dict[str, float | dict[str, float]] = {
-    "frozenlake": {"ppo": 0.75, "grpo": 2.80, "dapo": 0.63, "dr_grpo": 0.55},
+    "frozenlake": {"ppo": 0.75, "grpo": 1.91, "dapo": 0.63, "dr_grpo": 0.55},
     "sokoban": {"ppo": 0.85, "grpo": 0.72, "dapo": 0.73, "dr_grpo": 0.73},
     "countdown": {"ppo": 0.57, "grpo": 0.50, "dapo": 0.55, "dr_grpo": 0.47},
     "metamathqa": {"ppo": 0.52, "grpo": 0.45, "dapo": 0.50, "dr_grpo": 0.45},
@@ -100,8 +100,9 @@ S_PER_STEP: dict[str, float | dict[str, float]] = {
 """Measured seconds per RL step, per environment and algorithm: each run's ``timings_s.total_elapsed`` (which includes
 its validations, diagnostics and checkpoints) over its steps, on two worker processes of one torch thread each.
 FrozenLake GRPO is the CPU profile's learning regime (8 x 16 rollouts, validation on 512 seeds every 25 steps, MI every
-25, the gradient decomposition twice; a 10-step probe of a no-filter and a Top-k run side by side on 2026-12-03 gave
-3.6 and 1.9 s a step, Top-p between them: 2.8 on average). The other rates are from the earlier 8 x 8 profile (single
+25, the gradient decomposition twice): the mean over the first realization's 32 runs of a fresh clone's ``make repro``
+on 2026-12-05, a 2-core Intel Xeon (no filter 2.18, Top-p 0.9 2.06 and Top-k 0.25 1.23 s a step under the paper's
+mini-batch rule, the fixed mini-batch runs 1.84). The other rates are from the earlier 8 x 8 profile (single
 turn, rollouts of <= 64 tokens, validation on 64 seeds every 10 steps; 386 runs of a fresh clone's ``make repro`` on
 2026-12-03) and serve the smoke and dry-run profiles' estimates. Re-measure them when the trainer's cost changes, or
 :func:`estimate` drifts from the pipeline's real time."""
@@ -289,9 +290,10 @@ SMOKE_MAIN_STEPS = 40
 def _smoke_main_overrides() -> dict[str, Any]:
     """The smoke profile's main study at the CPU profile's sizes (its warm start, rollouts and updates: everything
     :data:`SMOKE_OVERRIDES` shrinks), cut to :data:`SMOKE_MAIN_STEPS` steps with MI readings every 5: the CPU profile's
-    first seed of no filter, Top-p and Top-k, long enough for a run to show template collapse beside one that does not
-    (in the CPU profile's committed runs the no-filter seed-0 MI fell from 0.32 to 0.10 nats by step 25 and Top-k's
-    held at 0.27). Validation on 64 boards every 10 steps and gradient tables every 20 keep it quick."""
+    first seed of no filter, Top-p and Top-k, long enough to watch the no-filter run's MI fall beside Top-k's (in the
+    CPU profile's committed runs the no-filter seed-0 MI fell from 0.32 to 0.10 nats by step 25, Top-k's, under the
+    paper's mini-batch rule, to 0.23, and to 0.05 by step 50). Validation on 64 boards every 10 steps and gradient
+    tables every 20 keep it quick."""
     cpu = _cpu_base()
     sized = {part: {key: cpu[part][key] for key in keys} for part, keys in SMOKE_OVERRIDES.items()}
     half = SMOKE_MAIN_STEPS // 2
