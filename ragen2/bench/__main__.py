@@ -102,5 +102,6 @@ def input_problem(args: argparse.Namespace) -> str | None:
                 return f"--params={args.params}: {e}"
     return None
 
+
 if __name__ == "__main__":
     raise SystemExit(main())
