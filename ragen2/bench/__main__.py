@@ -82,20 +82,19 @@ def main(argv: list[str] | None = None) -> int:
 
 def input_problem(args: argparse.Namespace) -> str | None:
     """The first bad input as one line naming it, or None: checked before the heavy imports."""
-    from ragen2.bench.targets import BENCHMARKS  # the names alone: no torch
+    from ragen2.bench.targets import BENCHMARKS, PROFILE_ALGOS  # the names alone: no torch
 
     if args.threads < 1:
         return f"--threads={args.threads}: must be >= 1"
     unknown = [name for name in args.only or () if name not in BENCHMARKS]
     if unknown:
         return f"--only={' '.join(unknown)}: unknown benchmark(s); known: {' '.join(BENCHMARKS)}"
-    wants_params = not args.quick and any(name.startswith("step_over_floor_") or name.endswith("_trl_native")
-                                          for name in (args.only or BENCHMARKS))
-    if wants_params:
+    algos = set() if args.quick else {PROFILE_ALGOS[name] for name in args.only or BENCHMARKS if name in PROFILE_ALGOS}
+    if algos:
         from ragen2.bench.profile_runs import profile_run_id
         from ragen2.errors import ConfigError
 
-        for algo in ("grpo", "ppo"):
+        for algo in sorted(algos):
             try:
                 profile_run_id(algo, args.params)
             except ConfigError as e:

@@ -18,3 +18,6 @@ update has no issue target: 1.0 says only that it must not be slower than the pl
 
 BENCHMARKS = tuple(TARGETS)
 """Figure names, in the order they run."""
+PROFILE_ALGOS = {"grpo_step_speedup_vs_trl_native": "grpo", "step_over_floor_grpo": "grpo", "step_over_floor_ppo": "ppo"}
+"""The figures that train a run of the CPU profile's params file at full sizes, each with its algorithm
+(:func:`ragen2.bench.profile_runs.profile_run_id` finds the run)."""
