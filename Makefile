@@ -38,7 +38,7 @@ export MKL_CBWR := COMPATIBLE
 export ONEDNN_MAX_CPU_ISA := AVX2
 endif
 
-.PHONY: setup test test-slow test-browser repro regime-map curves screen docs lint bench clean-venv params smoke dry-run-paper lock
+.PHONY: setup test test-slow test-browser repro regime-map curves screen decline docs lint bench clean-venv params smoke dry-run-paper lock
 
 setup: $(VENV)/.installed
 
@@ -133,6 +133,28 @@ curves: setup
 screen: export PATH := $(abspath $(VENV))/bin:$(PATH)
 screen: setup
 	$(call own_pipeline,screen,evaluate)
+
+# The decline study (ragen2/repro/decline_study.py, docs/preregistrations.md §7.19): the filter through the peak and the
+# decline, PPO and GRPO, 64 runs of 200 steps, about five hours on two cores; a pipeline of its own, decline/dvc.yaml
+# (notebook 12_decline). Trained in chunks of DECLINE_CHUNK runs in params order (GRPO first), each chunk's runs
+# recorded in decline/dvc.lock and bundled (data/bundle/decline/runs/, git-tracked) as the chunk ends, so an interrupted
+# make keeps every finished chunk; a run finished in the committed bundle is not trained again (a later checkout has
+# lost its run folder). Its notebook reads the bundle.
+DECLINE_CHUNK ?= 16
+decline: export PATH := $(abspath $(VENV))/bin:$(PATH)
+decline: setup
+	$(PY) -m ragen2.repro prune-lock --dvc-file decline/dvc.yaml
+	$(PY) -m ragen2.repro build-warm-starts --params decline/params.yaml --dvc-file decline/dvc.yaml --workers $(WORKERS)
+	dvc repro decline/dvc.yaml:warmstart
+	dvc repro -s decline/dvc.yaml:bundle_warm_start
+	stale="$$($(PY) -m ragen2.repro stale-runs --params decline/params.yaml --dvc-file decline/dvc.yaml \
+	  --skip-bundled data/bundle/decline/runs)" || exit 1; \
+	echo $$stale | xargs -r -n $(DECLINE_CHUNK) echo | while read -r chunk; do \
+	  $(PY) -m ragen2.repro train-runs --params decline/params.yaml --dvc-file decline/dvc.yaml --commit \
+	    --workers $(WORKERS) --threads 1 --cache-dir data/decline/cache $$chunk || exit 1; \
+	  for rid in $$chunk; do dvc repro -s -q decline/dvc.yaml:bundle@$$rid || exit 1; done; \
+	done
+	dvc repro -s decline/dvc.yaml:notebook decline/dvc.yaml:publish
 
 # docs/environments.md is generated from the environments' docstrings (ragen2/envdoc.py; a test checks for drift).
 docs: setup

@@ -136,7 +136,7 @@ def _add_audit(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_profile(args: argparse.Namespace) -> int:
-    from ragen2.repro import learning_screen, multiturn_curves, regime_map
+    from ragen2.repro import decline_study, learning_screen, multiturn_curves, regime_map
     from ragen2.repro.profiles import build, estimate
 
     if args.name.startswith("regime_map"):
@@ -148,6 +148,9 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     elif args.name.startswith("screen"):
         profile = learning_screen.build(smoke=args.name.endswith("smoke"))
         text = learning_screen.params_yaml(profile)
+    elif args.name.startswith("decline"):
+        profile = decline_study.build(smoke=args.name.endswith("smoke"))
+        text = decline_study.params_yaml(profile)
     else:
         profile = build(args.name)
         text = profile.yaml()
@@ -168,9 +171,10 @@ def _cmd_profile(args: argparse.Namespace) -> int:
 def _add_profile(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("profile", help="print or write params.yaml from an experiment profile")
     p.add_argument("name", choices=("cpu", "smoke", "paper", "regime_map", "regime_map_smoke", "curves",
-                                    "curves_smoke", "screen", "screen_smoke"),
+                                    "curves_smoke", "screen", "screen_smoke", "decline", "decline_smoke"),
                    help="the profile (ragen2.repro.profiles; regime_map*: ragen2.repro.regime_map's own pipeline; "
-                        "curves*: ragen2.repro.multiturn_curves's; screen*: ragen2.repro.learning_screen's)")
+                        "curves*: ragen2.repro.multiturn_curves's; screen*: ragen2.repro.learning_screen's; decline*: "
+                        "ragen2.repro.decline_study's)")
     p.add_argument("--write", default=None, metavar="PATH", help="write the params file here instead of printing")
     p.add_argument("--estimate", action="store_true", help="print the wall-time estimate of the profile's grid")
     p.set_defaults(func=_cmd_profile)

@@ -118,7 +118,14 @@ def _cmd_stale_runs(args: argparse.Namespace) -> int:
     if isinstance(status, int):
         return status
     order = {rid: i for i, rid in enumerate(_params_run_ids(args.params))}
-    for rid in sorted(stale_train_stages(status, _train_stage(args)), key=lambda r: order.get(r, len(order))):
+    stale = sorted(stale_train_stages(status, _train_stage(args)), key=lambda r: order.get(r, len(order)))
+    if args.skip_bundled is not None:
+        from ragen2.config import load_config
+        from ragen2.repro.bundle import finished_runs
+
+        done = set(finished_runs(args.skip_bundled, {rid: load_config(rid, args.params) for rid in stale}))
+        stale = [rid for rid in stale if rid not in done]
+    for rid in stale:
         print(rid)
     return 0
 
@@ -133,6 +140,9 @@ def _add_stale_runs(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("stale-runs", help="run ids whose DVC train stage is not up to date (params.yaml order)",
                        parents=with_options("params", "realization", "dvc_file"))
     p.add_argument("--dvc", default="dvc", help="the dvc executable (default: dvc on PATH)")
+    p.add_argument("--skip-bundled", type=Path, default=None, metavar="BUNDLE_RUNS",
+                   help="leave out the runs finished in this bundle folder (their bundle part holds their config and "
+                        "every planned step): a study trained in chunks over several sessions")
     p.set_defaults(func=_cmd_stale_runs)
 
 

@@ -20,11 +20,15 @@ from __future__ import annotations
 
 import argparse
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ragen2 import rundir
 from ragen2.repro.runs import METRICS_TABLE
+
+if TYPE_CHECKING:
+    from ragen2.config import RunConfig
 
 BUNDLE_DIR = Path("data/bundle")
 RUN_FILES = (rundir.CONFIG, rundir.SUMMARY, rundir.ENV, rundir.VAL_EPISODES)
@@ -64,6 +68,41 @@ def warm_start_of(run_dir: Path) -> str | None:
     return warm_start_key(cfg) if cfg.warm_start.steps > 0 else None
 
 
+def finished_runs(bundle_runs: Path, configs: Mapping[str, RunConfig]) -> list[str]:
+    """The run ids of ``configs`` finished in the bundle ``bundle_runs``: their bundle part holds that config and a
+    summary with every planned step done. A study trained in chunks over several sessions does not train them again:
+    a later checkout has lost their run folders, and their committed bundle part is the record its notebook reads
+    (:attr:`ragen2.repro.own_pipelines.OwnPipeline.bundle_per_run`)."""
+    from ragen2.config import to_dict
+    from ragen2.rundir import read_json
+
+    done = []
+    for rid, cfg in configs.items():
+        folder = Path(bundle_runs) / rid
+        if not ((folder / rundir.CONFIG).is_file() and (folder / rundir.SUMMARY).is_file()):
+            continue
+        summary = read_json(folder / rundir.SUMMARY)
+        if (read_json(folder / rundir.CONFIG) == to_dict(cfg)
+                and summary.get("steps_completed") == summary.get("steps_planned") == cfg.trainer.steps):
+            done.append(rid)
+    return done
+
+
+def bundle_warm_start(folder: Path, out_dir: Path) -> Path | None:
+    """Write the record of the warm start in ``folder`` (its ``warm_start.json`` and the hash of its weights) to
+    ``out_dir/<its key>/``; the folder written, or None where ``folder`` holds no record."""
+    from ragen2.fileio import write_text_atomic
+    from ragen2.repro.warm_starts import WEIGHTS_HASH_FILE, weights_sha256
+
+    record = folder / WARM_START_RECORD
+    if not record.is_file():
+        return None
+    target = out_dir / folder.name
+    write_text_atomic(target / WARM_START_RECORD, record.read_text())
+    write_text_atomic(target / WEIGHTS_HASH_FILE, weights_sha256(folder) + "\n")
+    return target
+
+
 def write_bundle(runs_root: Path, cache_dir: Path, out_dir: Path = BUNDLE_DIR,
                  data: Sequence[Path] = ()) -> dict[str, int]:
     """The bundle of every run under ``runs_root`` (``out_dir/runs/``) and of the warm starts they started from
@@ -76,9 +115,8 @@ def write_bundle(runs_root: Path, cache_dir: Path, out_dir: Path = BUNDLE_DIR,
     Returns:
         how many runs, warm-start records and data files were written.
     """
-    from ragen2.fileio import write_bytes_atomic, write_text_atomic
+    from ragen2.fileio import write_bytes_atomic
     from ragen2.repro.runs import find_run_dirs
-    from ragen2.repro.warm_starts import WEIGHTS_HASH_FILE, weights_sha256
 
     names = [Path(folder).name for folder in data]
     if clash := sorted({n for n in names if n in BUNDLE_PARTS or names.count(n) > 1}):
@@ -91,13 +129,8 @@ def write_bundle(runs_root: Path, cache_dir: Path, out_dir: Path = BUNDLE_DIR,
     for run_dir in runs:
         bundle_run(run_dir, out_dir / "runs")
     keys = sorted({key for key in map(warm_start_of, runs) if key})
-    written = 0
-    for key in keys:
-        record = cache_dir / "warm_start" / key / WARM_START_RECORD
-        if record.is_file():
-            write_text_atomic(out_dir / "warm_start" / key / WARM_START_RECORD, record.read_text())
-            write_text_atomic(out_dir / "warm_start" / key / WEIGHTS_HASH_FILE, weights_sha256(record.parent) + "\n")
-            written += 1
+    written = sum(bundle_warm_start(cache_dir / "warm_start" / key, out_dir / "warm_start") is not None
+                  for key in keys)
     files = 0
     for folder in map(Path, data):
         for source in sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".")):
@@ -140,7 +173,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out-dir", type=Path, default=BUNDLE_DIR)
     parser.add_argument("--data", type=Path, action="append", default=[], metavar="FOLDER",
                         help="a folder the notebook reads beside the runs, bundled whole as <out-dir>/<its name>")
+    one = parser.add_mutually_exclusive_group()
+    one.add_argument("--run", type=Path, default=None, metavar="RUN_DIR",
+                     help="bundle this one run into <out-dir>/runs/ and nothing else (a bundle written run by run)")
+    one.add_argument("--warm-start", type=Path, default=None, metavar="FOLDER",
+                     help="bundle this one warm start's record into <out-dir>/warm_start/ and nothing else")
     args = parser.parse_args(argv)
+    if args.run is not None or args.warm_start is not None:
+        folder = args.run if args.run is not None else args.warm_start
+        if not folder.is_dir():
+            parser.error(f"{'--run' if args.run is not None else '--warm-start'} {folder}: no such folder")
+        if args.run is not None:
+            print(f"bundled run {folder.name} into {bundle_run(folder, args.out_dir / 'runs')}")
+        elif (target := bundle_warm_start(folder, args.out_dir / "warm_start")) is None:
+            parser.error(f"--warm-start {folder}: no {WARM_START_RECORD} there")
+        else:
+            print(f"bundled warm start {folder.name} into {target}")
+        return 0
     for folder in args.data:
         if not folder.is_dir():
             parser.error(f"--data {folder}: no such folder")

@@ -46,6 +46,10 @@ class OwnPipeline:
     products: bool = False
     """Its notebook computes tables from checkpoints and keeps them in ``data/bundle/products/<notebook>/``
     (:data:`ragen2.repro.notebook_stages.PRODUCT_NOTEBOOKS`), a git-tracked output of its stage."""
+    bundle_per_run: bool = False
+    """Its bundle is written run by run (a ``bundle`` stage per run and a ``bundle_warm_start`` stage per warm start)
+    and its notebook reads the bundle, not the run folders: a study trained in chunks over several sessions, each
+    finished run's bundle part committed as it comes (:mod:`ragen2.repro.decline_study`)."""
 
     @property
     def params_path(self) -> str:
@@ -122,25 +126,39 @@ def stages(pipeline: OwnPipeline) -> dict[str, Any]:
     if pipeline.extra_stages is not None:
         out.update(pipeline.extra_stages(pipeline))
     products = [{f"data/bundle/products/{pipeline.notebook}": dict(TRACKED)}] if pipeline.products else []
+    bundle_runs, bundle_warm = f"{pipeline.bundle_dir}/runs", f"{pipeline.bundle_dir}/warm_start"
+    reads = ([bundle_runs, bundle_warm] if pipeline.bundle_per_run
+             else [pipeline.runs_root, *pipeline.notebook_data, f"{cache}/warm_start"])
     out["notebook"] = {
         "wdir": "..",
         "cmd": f"python -m ragen2.repro.notebook_stages run {pipeline.notebook} --params {params} "
-               f"--runs-root {pipeline.runs_root} --fig-dir paper_figures --executed-dir data/{pipeline.folder}/executed"
+               f"--runs-root {reads[0]} --fig-dir paper_figures --executed-dir data/{pipeline.folder}/executed"
                + (" --write-products" if pipeline.products else ""),
-        "deps": [f"notebooks/{pipeline.notebook}.ipynb", pipeline.runs_root, *pipeline.notebook_data,
-                 f"{cache}/warm_start", *pipeline.notebook_code],
+        "deps": [f"notebooks/{pipeline.notebook}.ipynb", *reads, *pipeline.notebook_code],
         "params": [{params: [f"pipeline.notebooks.{pipeline.notebook_key}"]}],
         "outs": [executed, *({f"paper_figures/{name}{suffix}": dict(TRACKED)} for name in pipeline.outputs
                              for suffix in ((".png", ".pdf", ".md") if name.startswith("fig_") else (".csv", ".md"))),
                  *products]}
-    out["bundle"] = {
-        "wdir": "..",
-        "cmd": f"python -m ragen2.repro.bundle --runs-root {pipeline.runs_root} --cache-dir {cache} "
-               f"--out-dir {pipeline.bundle_dir}" + "".join(f" --data {d}" for d in pipeline.notebook_data),
-        "deps": ["ragen2/repro/bundle.py", "ragen2/repro/runs.py", "ragen2/repro/warm_starts.py", pipeline.runs_root,
-                 f"{cache}/warm_start", *pipeline.notebook_data],
-        "outs": [{f"{pipeline.bundle_dir}/{part}": dict(TRACKED)}
-                 for part in ("runs", "warm_start", *(d.rsplit("/", 1)[-1] for d in pipeline.notebook_data))]}
+    bundle_code = ["ragen2/repro/bundle.py", "ragen2/repro/runs.py", "ragen2/repro/warm_starts.py"]
+    if pipeline.bundle_per_run:
+        out["bundle"] = {"foreach": "${pipeline.train}", "do": {
+            "wdir": "..",
+            "cmd": f"python -m ragen2.repro.bundle --run {pipeline.runs_root}/${{key}} --out-dir {pipeline.bundle_dir}",
+            "deps": [*bundle_code, f"{pipeline.runs_root}/${{key}}"],
+            "outs": [{f"{bundle_runs}/${{key}}": dict(TRACKED)}]}}
+        out["bundle_warm_start"] = {"foreach": "${pipeline.warm_starts}", "do": {
+            "wdir": "..",
+            "cmd": f"python -m ragen2.repro.bundle --warm-start ${{item.path}} --out-dir {pipeline.bundle_dir}",
+            "deps": [*bundle_code, "${item.path}"],
+            "outs": [{f"{bundle_warm}/${{key}}": dict(TRACKED)}]}}
+    else:
+        out["bundle"] = {
+            "wdir": "..",
+            "cmd": f"python -m ragen2.repro.bundle --runs-root {pipeline.runs_root} --cache-dir {cache} "
+                   f"--out-dir {pipeline.bundle_dir}" + "".join(f" --data {d}" for d in pipeline.notebook_data),
+            "deps": [*bundle_code, pipeline.runs_root, f"{cache}/warm_start", *pipeline.notebook_data],
+            "outs": [{f"{pipeline.bundle_dir}/{part}": dict(TRACKED)}
+                     for part in ("runs", "warm_start", *(d.rsplit("/", 1)[-1] for d in pipeline.notebook_data))]}
     out["publish"] = {
         "wdir": "..",
         "cmd": f"python -m ragen2.repro.publish --out-dir docs/notebooks {executed}",
