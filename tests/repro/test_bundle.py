@@ -89,6 +89,51 @@ def test_the_bundle_keeps_the_records_of_the_warm_starts_its_runs_start_from(tmp
     assert (tmp_path / "bundle" / "products").is_dir()  # the notebooks' products are left alone
 
 
+def test_a_bundle_written_run_by_run_adds_one_run_or_warm_start_and_leaves_the_rest(tmp_path, capsys):
+    """A study trained in chunks bundles each run as it finishes (``--run``) and each warm start (``--warm-start``);
+    what is already in the bundle stays; the result reads as the bundle written whole."""
+    runs_root = tmp_path / "runs"
+    one = _trained_looking_run(runs_root, "frozenlake__grpo__none__main__s1", 0)
+    two = _trained_looking_run(runs_root, "frozenlake__grpo__topp0p9__main__s1", 0)
+    packed, whole = tmp_path / "bundle", tmp_path / "whole"
+    assert bundle.main(["--run", str(one), "--out-dir", str(packed)]) == 0
+    assert bundle.main(["--run", str(two), "--out-dir", str(packed)]) == 0
+    assert sorted(p.name for p in (packed / "runs").iterdir()) == [one.name, two.name]
+    bundle.write_bundle(runs_root, tmp_path / "cache", whole)
+    for name in (one.name, two.name):
+        for file in (whole / "runs" / name).iterdir():
+            assert (packed / "runs" / name / file.name).read_bytes() == file.read_bytes()
+    warm = tmp_path / "cache" / "warm_start" / "abc"
+    write_json_atomic(warm / "warm_start.json", {"greedy_success": 0.5})
+    (warm / "model.safetensors").write_bytes(b"weights")
+    assert bundle.main(["--warm-start", str(warm), "--out-dir", str(packed)]) == 0
+    assert sorted(p.name for p in (packed / "warm_start" / "abc").iterdir()) == ["warm_start.json", "weights.sha256"]
+    assert sorted(p.name for p in (packed / "runs").iterdir()) == [one.name, two.name]
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        bundle.main(["--warm-start", str(tmp_path / "runs"), "--out-dir", str(packed)])  # no record there
+    with pytest.raises(SystemExit):
+        bundle.main(["--run", str(tmp_path / "missing"), "--out-dir", str(packed)])
+    err = capsys.readouterr().err
+    assert "--run" in err and "no such folder" in err
+
+
+def test_finished_runs_are_those_whose_bundle_part_has_their_config_and_every_step(tmp_path):
+    from ragen2.config import apply_overrides
+    from ragen2.rundir import read_config
+
+    run = _trained_looking_run(tmp_path / "runs", "frozenlake__grpo__none__main__s1", 0)
+    cfg = read_config(run)
+    steps = cfg.trainer.steps
+    part = bundle.bundle_run(run, tmp_path / "bundle")
+    write_json_atomic(part / "summary.json", {"steps_completed": steps - 1, "steps_planned": steps})
+    assert bundle.finished_runs(tmp_path / "bundle", {run.name: cfg}) == []  # stopped early: trained again
+    write_json_atomic(part / "summary.json", {"steps_completed": steps, "steps_planned": steps})
+    assert bundle.finished_runs(tmp_path / "bundle", {run.name: cfg}) == [run.name]
+    assert bundle.finished_runs(tmp_path / "bundle", {run.name: apply_overrides(cfg, [f"trainer.steps={steps + 1}"])}) == []
+    assert bundle.finished_runs(tmp_path / "bundle", {"other__grpo__none__main__s0": cfg}) == []
+
+
 def test_notebooks_read_the_runs_else_the_bundle(tmp_path, capsys):
     runs, cache, packed = tmp_path / "runs", tmp_path / "cache", tmp_path / "bundle"
     assert bundle.runs_or_bundle(runs, cache, packed) == (runs, cache)  # neither: the notebook names what is missing
@@ -155,7 +200,8 @@ def test_the_committed_bundle_is_the_one_dvc_lock_records():
     for pipeline in PIPELINES:  # a pipeline of its own records its part in its own lock, once it has run
         lock_file = REPO / pipeline.folder / "dvc.lock"
         stages = yaml.safe_load(lock_file.read_text())["stages"] if lock_file.is_file() else {}
-        outs.update({o["path"]: o["md5"] for o in stages.get("bundle", {}).get("outs", [])})
+        outs.update({o["path"]: o["md5"] for name, stage in stages.items()  # one stage, or one per run and warm start
+                     if name.split("@")[0] in ("bundle", "bundle_warm_start") for o in stage.get("outs", [])})
     for path, md5 in outs.items():
         assert _dvc_dir_md5(REPO / path) == md5, f"{path} differs from dvc.lock: make repro"
 

@@ -7,11 +7,18 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ragen2.repro import dvc_files, learning_screen, multiturn_curves, own_pipelines, regime_map
+from ragen2.repro import (
+    decline_study,
+    dvc_files,
+    learning_screen,
+    multiturn_curves,
+    own_pipelines,
+    regime_map,
+)
 from ragen2.repro.notebook_stages import PRODUCT_NOTEBOOKS
 
 REPO = Path(__file__).resolve().parents[2]
-MODULES = (regime_map, multiturn_curves, learning_screen)
+MODULES = (regime_map, multiturn_curves, learning_screen, decline_study)
 
 
 @pytest.mark.parametrize("module", MODULES, ids=lambda m: m.__name__.rsplit(".", 1)[1])
@@ -38,12 +45,22 @@ def test_each_dvc_file_is_the_one_its_descriptor_writes(pipeline):
 def test_every_pipeline_publishes_its_notebook_and_declares_what_it_writes():
     for pipeline in dvc_files.PIPELINES:
         stages = own_pipelines.stages(pipeline)
-        assert list(stages)[:2] == ["warmstart", "train"] and list(stages)[-3:] == ["notebook", "bundle", "publish"]
-        data = [Path(d).name for d in pipeline.notebook_data]  # what the notebook reads beside the runs, bundled too
-        assert stages["bundle"]["outs"] == [{f"data/bundle/{pipeline.folder}/{part}": {"cache": False}}
-                                            for part in ("runs", "warm_start", *data)]
-        assert set(pipeline.notebook_data) <= set(stages["bundle"]["deps"]) & set(stages["notebook"]["deps"])
-        assert stages["bundle"]["cmd"].count(" --data ") == len(data)
+        assert list(stages)[:2] == ["warmstart", "train"] and list(stages)[-1] == "publish"
+        if pipeline.bundle_per_run:  # a bundle stage per run and per warm start; the notebook reads the bundle
+            assert list(stages)[-4:-1] == ["notebook", "bundle", "bundle_warm_start"] and not pipeline.notebook_data
+            assert stages["bundle"]["do"]["outs"] == [{f"data/bundle/{pipeline.folder}/runs/${{key}}": {"cache": False}}]
+            assert stages["bundle_warm_start"]["do"]["outs"] == [
+                {f"data/bundle/{pipeline.folder}/warm_start/${{key}}": {"cache": False}}]
+            reads = [f"data/bundle/{pipeline.folder}/runs", f"data/bundle/{pipeline.folder}/warm_start"]
+            assert stages["notebook"]["deps"][1:3] == reads and pipeline.runs_root not in stages["notebook"]["deps"]
+            assert f"--runs-root {reads[0]} " in stages["notebook"]["cmd"]
+        else:
+            assert list(stages)[-3:] == ["notebook", "bundle", "publish"]
+            data = [Path(d).name for d in pipeline.notebook_data]  # what the notebook reads beside the runs, bundled
+            assert stages["bundle"]["outs"] == [{f"data/bundle/{pipeline.folder}/{part}": {"cache": False}}
+                                                for part in ("runs", "warm_start", *data)]
+            assert set(pipeline.notebook_data) <= set(stages["bundle"]["deps"]) & set(stages["notebook"]["deps"])
+            assert stages["bundle"]["cmd"].count(" --data ") == len(data)
         outs = [next(iter(o)) if isinstance(o, dict) else o for o in stages["notebook"]["outs"]]
         products = [f"data/bundle/products/{pipeline.notebook}"] if pipeline.products else []
         assert [o for o in outs[1:] if not o.startswith("paper_figures/")] == products and len(outs) > 1
