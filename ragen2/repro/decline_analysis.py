@@ -1,7 +1,7 @@
 """The decline study's readings and verdicts, as docs/preregistrations.md §7.19 fixed them before its runs.
 
 Per run, :func:`run_table` reads validation success (the same 512 boards at every reading) at step 0, at its peak
-(the largest reading over steps :data:`PEAK_FROM`-200) and at the end, and the drop from the peak. The primary
+(the largest reading after step 0: steps 25-200) and at the end, and the drop from the peak. The primary
 measures, per algorithm: Top-p minus no filter at the end (:func:`contrast` of ``final``), each run's drop from its
 peak (:func:`decline_test`: does no-filter success decline beyond what the maximum of noisy readings gives, and
 :func:`contrast` of ``drop``). Every paired interval carries the boards' own noise (:func:`ragen2.repro.stats.
@@ -23,8 +23,6 @@ import pandas as pd
 from ragen2.repro.decline_study import ALGOS, PAPER_GAIN, PEAK_GAIN_THRESHOLD, STUDY, TOP_P, WARM_STARTS
 from ragen2.repro.stats import PairedResult, paired_test
 
-PEAK_FROM = 25
-"""The peak is the largest reading from this step on (step 0 is the warm start)."""
 MAX_OF_EIGHT = 1.42
 """The expected maximum of 8 independent standard normal readings: a flat curve read 8 times with standard error s
 "peaks" about 1.42 s above its mean, so a drop below ``MAX_OF_EIGHT * s`` is what noise alone gives (§7.19)."""
@@ -54,7 +52,7 @@ def run_table(runs: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for run in runs.itertuples(index=False):
         episodes = run.val_episodes or {}
-        later = sorted(step for step in episodes if step >= PEAK_FROM)
+        later = sorted(step for step in episodes if step > 0)  # step 0 is the warm start
         if 0 not in episodes or not later:
             continue
         means = {step: float(np.mean(episodes[step])) for step in episodes}
@@ -69,6 +67,16 @@ def run_table(runs: pd.DataFrame) -> pd.DataFrame:
                      "start_boards": np.asarray(episodes[0], float), "peak_boards": np.asarray(episodes[peak_step], float),
                      "final_boards": np.asarray(episodes[last], float)})
     return pd.DataFrame(rows)
+
+
+POINT_COLUMNS = ("start", "peak", "final", "peak_gain", "final_gain", "drop", "reading_se")
+"""The :func:`run_table` columns that are success shares (shown as points)."""
+
+
+def runs_in_points(table: pd.DataFrame) -> pd.DataFrame:
+    """:func:`run_table` as a reader sees it: success in points, without the per-board outcomes."""
+    shown = table.drop(columns=[c for c in table.columns if c.endswith("_boards")] + ["pair"])
+    return shown.assign(**{c: 100 * shown[c] for c in POINT_COLUMNS})
 
 
 def _boards(row, value: str) -> np.ndarray:
@@ -108,22 +116,29 @@ def decline_test(table: pd.DataFrame, algo: str, warm: int | None = None) -> dic
             "floor": floor, "declines": bool(result.t_ci_low > floor)}
 
 
+CONTRAST_COLUMNS = ("algo", "scope", "value", "pairs", "no_filter", "top_p_minus_none", "low", "high", "p")
+
+
 def contrasts_table(table: pd.DataFrame) -> pd.DataFrame:
     """Per algorithm and scope (each warm start, pooled) and value (:data:`VALUES`): the pairs, Top-p minus no
-    filter in points with its 95 % interval and p, and the no-filter runs' mean on that value."""
+    filter in points with its 95 % interval and p (empty with fewer than 2 pairs), and the no-filter runs' mean on
+    that value (:data:`CONTRAST_COLUMNS`)."""
     rows = []
     for algo in ALGOS:
         for warm in (*WARM_STARTS, None):
+            part = table[(table["algo"] == algo) & ((table["warm"] == warm) if warm is not None else True)]
+            if part.empty:
+                continue
+            pairs = len(set(part.loc[part["condition"] == "top_p", "pair"]) & set(part.loc[part["condition"] == "none",
+                                                                                           "pair"]))
+            none = part[part["condition"] == "none"]
             for value in VALUES:
                 result = contrast(table, algo, value, warm)
-                if result is None:
-                    continue
-                none = table[(table["algo"] == algo) & (table["condition"] == "none")
-                             & ((table["warm"] == warm) if warm is not None else True)]
-                rows.append({"algo": algo, "scope": _scope(warm), "value": value, "pairs": result.n,
-                             "no_filter": 100 * none[value].mean(), "top_p_minus_none": 100 * result.mean_diff,
-                             "low": 100 * result.t_ci_low, "high": 100 * result.t_ci_high, "p": result.t_p})
-    return pd.DataFrame(rows)
+                numbers = ((100 * result.mean_diff, 100 * result.t_ci_low, 100 * result.t_ci_high, result.t_p)
+                           if result is not None else (math.nan,) * 4)
+                rows.append(dict(zip(CONTRAST_COLUMNS, (algo, _scope(warm), value, pairs, 100 * none[value].mean(),
+                                                        *numbers))))
+    return pd.DataFrame(rows, columns=list(CONTRAST_COLUMNS))
 
 
 def _scope(warm: int | None) -> str:

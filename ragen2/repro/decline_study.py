@@ -32,7 +32,8 @@ PIPELINE = OwnPipeline(
     about="The decline study (ragen2/repro/decline_study.py, docs/preregistrations.md §7.19): the filter through "
           "the peak and the decline of no-filter RL, PPO and GRPO, 16 pairs each.",
     make_target="decline", notebook="12_decline", notebook_key="decline",
-    outputs=("table_decline_contrasts", "table_decline_claims", "fig_decline_curves", "fig_decline_drops"),
+    outputs=("table_decline_runs", "table_decline_contrasts", "table_decline_claims", "fig_decline_paths",
+             "fig_decline_drops"),
     bundle_per_run=True)
 PARAMS, DVC_FILE, RUNS_ROOT, CACHE_DIR = PIPELINE.params_path, PIPELINE.dvc_file, PIPELINE.runs_root, PIPELINE.cache_dir
 BUNDLE_RUNS = f"{PIPELINE.bundle_dir}/runs"
@@ -103,7 +104,7 @@ def build(smoke: bool = False) -> Profile:
     name = "decline_smoke" if smoke else "decline"
     probe = Profile(name=name, base=base, runs=runs, notebooks={})
     keys = {rid: f"{CACHE_DIR}/warm_start/{warm_start_key(probe.config(rid))}" for rid in runs}
-    notebooks = {"decline": {"smoke": smoke, "bundle_runs": BUNDLE_RUNS}}
+    notebooks = {"decline": {"smoke": smoke}}
     return Profile(name=name, base=base, runs=runs, notebooks=notebooks, warm_start_keys=keys,
                    written_by=f"python -m ragen2 profile {name} --write {PARAMS}")
 
@@ -129,3 +130,18 @@ def cell_of(rid: str) -> tuple[str, int, str]:
     """``(algo, warm start SFT seed, filter tag)`` of a decline run id."""
     parts = parse_run_id(rid)
     return parts["algo"], int(parts["study_value"]), parts["filter_tag"]
+
+
+def unfinished_note(runs_root: str | Path, smoke: bool = False) -> str | None:
+    """None when every run of the study (:func:`build`) is finished under ``runs_root`` (a bundle's runs folder:
+    :func:`bundled_runs`); else a line saying how many are, per algorithm, and that no result is read before all are
+    (docs/preregistrations.md §7.19)."""
+    profile = build(smoke)
+    done = set(bundled_runs(profile, runs_root))
+    if done == set(profile.runs):
+        return None
+    counts = ", ".join(f"{algo.upper()} {sum(r in done for r in profile.runs if cell_of(r)[0] == algo)}/"
+                       f"{sum(cell_of(r)[0] == algo for r in profile.runs)}" for algo in ALGOS)
+    return (f"The decline study is not finished: {len(done)} of its {len(profile.runs)} runs are ({counts}; "
+            f"`make decline` trains the rest, in chunks that resume). As pre-registered (docs/preregistrations.md "
+            "§7.19), no table, figure or verdict is read before every run is in.")

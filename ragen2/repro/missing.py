@@ -42,6 +42,7 @@ from ragen2.repro.notebook_stages import (
 STUDY_LABELS = study_catalog.labels()
 """Study tag -> what it is, for the note."""
 CHECK_CALL = "skip_without_studies("
+UNFINISHED_CALL = "skip_unfinished("
 """A cell whose code contains this still runs after a skip (so re-running the check can lift it)."""
 
 
@@ -167,7 +168,7 @@ def write_placeholders(notebook: str, note: str, fig_dir: str | Path,
 
 def _skip_cell(lines: list[str]) -> list[str]:
     """IPython input transformer: a cell's code becomes ``pass`` unless it runs the study check."""
-    return lines if any(CHECK_CALL in line for line in lines) else ["pass\n"]
+    return lines if any(CHECK_CALL in line or UNFINISHED_CALL in line for line in lines) else ["pass\n"]
 
 
 def _set_skipping(on: bool) -> None:
@@ -216,5 +217,26 @@ def skip_without_studies(notebook: str, runs_root: str | Path, fig_dir: str | Pa
             params = None
     note = study_note(notebook, missing, runs_root, params)
     write_placeholders(notebook, note, fig_dir, runs_root)
+    _set_skipping(True)
+    return Markdown(note)
+
+
+def skip_unfinished(note: str | None, outputs: Sequence[str], fig_dir: str | Path) -> Any:
+    """For a notebook whose study is trained in chunks (the decline study): ``None`` when ``note`` is None (every run
+    is finished: the notebook runs as written); otherwise the note (IPython ``Markdown``), after writing each of
+    ``outputs`` (``fig_*`` figures, ``table_*`` tables) into ``fig_dir`` as a placeholder carrying it and turning the
+    notebook's remaining cells off, so no result is read from a study that is not finished."""
+    from IPython.display import Markdown
+
+    from ragen2.repro.artifacts import save_figure, save_table
+
+    if note is None:
+        _set_skipping(False)
+        return None
+    for name in outputs:
+        if name.startswith("fig_"):
+            save_figure(placeholder_figure(note), name, fig_dir, caption=note)
+        else:
+            save_table(pd.DataFrame({"note": [note]}), name, fig_dir, caption=note)
     _set_skipping(True)
     return Markdown(note)

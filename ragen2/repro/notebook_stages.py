@@ -70,9 +70,9 @@ so a clone without runs shows them."""
 
 
 OWN_PIPELINE_NOTEBOOKS = {"09_regime_map": "regime_map/dvc.yaml", "10_multiturn_curves": "curves/dvc.yaml",
-                          "11_learning_screen": "screen/dvc.yaml"}
+                          "11_learning_screen": "screen/dvc.yaml", "12_decline": "decline/dvc.yaml"}
 """Notebooks executed by a pipeline of their own (its ``dvc.yaml``), not by the paper's: the regime map, the
-multi-turn success curves and the learning-regime screen."""
+multi-turn success curves, the learning-regime screen and the decline study."""
 
 
 def parameters_key(notebook: str) -> str:

@@ -27,8 +27,11 @@ def fresh_clone(tmp_path_factory) -> Path:
     return clone_without_runs(tmp_path_factory.mktemp("clone"), bundle=True)
 
 
-OWN = {"09_regime_map": "regime_map", "10_multiturn_curves": "curves", "11_learning_screen": "screen"}
+OWN = {"09_regime_map": "regime_map", "10_multiturn_curves": "curves", "11_learning_screen": "screen",
+       "12_decline": "decline"}
 """Notebooks of pipelines of their own that read the bundle -> their folder in it."""
+READS_ONLY_THE_BUNDLE = {"12_decline"}
+"""Notebooks whose runs are their bundle part, always (a study trained in chunks): nothing to announce."""
 
 
 @pytest.mark.parametrize("notebook", [*NOTEBOOK_STUDIES, *OWN])
@@ -37,6 +40,11 @@ def test_a_notebook_draws_the_committed_results_from_the_bundle(fresh_clone, not
 
     if notebook in OWN and not (fresh_clone / "data" / "bundle" / OWN[notebook] / "runs").is_dir():
         pytest.skip(f"the {OWN[notebook]} pipeline has not written its part of the bundle yet")
+    if notebook == "12_decline":
+        from ragen2.repro.decline_study import unfinished_note
+
+        if unfinished_note(fresh_clone / "data" / "bundle" / "decline" / "runs") is not None:
+            pytest.skip("the decline study is not finished: its notebook writes placeholders only")
 
     out, figures = fresh_clone / "executed" / f"{notebook}.ipynb", fresh_clone / "figures" / notebook
     out.parent.mkdir(exist_ok=True)
@@ -44,7 +52,7 @@ def test_a_notebook_draws_the_committed_results_from_the_bundle(fresh_clone, not
                                parameters={"fig_dir": str(figures)}, cwd=str(fresh_clone / "notebooks"),
                                kernel_name="python3",  # from its own folder, as JupyterLab runs it
                                kernel_manager_class=SlicedPollKernelManager)
-    assert "reading the results bundle" in out.read_text()
+    assert notebook in READS_ONLY_THE_BUNDLE or "reading the results bundle" in out.read_text()
     written = sorted(figures.glob("*"))
     assert written, "the notebook wrote no figure or table"
     for path in written:

@@ -13,17 +13,18 @@ REPO = Path(__file__).resolve().parents[2]
 ALL_NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 EXPECTED = ["01_template_collapse", "02_snr_mechanism", "03_main_results", "04_rv_quartiles", "05_stochasticity",
             "06_diagnostics", "07_training_dynamics", "08_interventions"]
-"""The paper's notebooks, executed by dvc.yaml; 09_regime_map, 10_multiturn_curves and 11_learning_screen have
-pipelines of their own (regime_map/dvc.yaml, curves/dvc.yaml, screen/dvc.yaml)."""
+"""The paper's notebooks, executed by dvc.yaml; 09_regime_map, 10_multiturn_curves, 11_learning_screen and 12_decline
+have pipelines of their own (regime_map/dvc.yaml, curves/dvc.yaml, screen/dvc.yaml, decline/dvc.yaml)."""
 NOTEBOOKS = [p for p in ALL_NOTEBOOKS if p.stem in EXPECTED]
 CACHE_READERS = {"01_template_collapse", "03_main_results", "04_rv_quartiles", "07_training_dynamics", "09_regime_map",
                  "10_multiturn_curves", "11_learning_screen"}
 """Notebooks that read the warm-start cache (they take a ``cache_dir`` parameter): 03, 10 and 11 tabulate the warm
 starts, 01, 04, 07 and 09 roll policies out."""
-NO_CLAIMS = {"01_template_collapse", "09_regime_map", "10_multiturn_curves", "11_learning_screen"}
-"""Notebooks that decide no claim (09 and 11 are screens, 10 draws curves)."""
+NO_CLAIMS = {"01_template_collapse", "09_regime_map", "10_multiturn_curves", "11_learning_screen", "12_decline"}
+"""Notebooks that write no claims file for claims.csv (09 and 11 are screens, 10 draws curves; 12's verdicts are a
+second reading, a table of its own beside claims.csv)."""
 OWN_PIPELINES = {"09_regime_map": "regime_map/dvc.yaml", "10_multiturn_curves": "curves/dvc.yaml",
-                 "11_learning_screen": "screen/dvc.yaml"}
+                 "11_learning_screen": "screen/dvc.yaml", "12_decline": "decline/dvc.yaml"}
 
 
 def test_the_paper_notebooks_and_the_own_pipelines_notebooks_exist():
@@ -254,4 +255,49 @@ def test_learning_screen_notebook_runs_on_smoke_runs(tmp_path):
     assert sorted(table["run"]) == sorted(profile.runs) and (table["episodes"] == 8).all()
     assert len(pd.read_csv(fig_dir / "table_learning_regimes.csv")) == len(ls.CELLS) * len(ls.ALGOS)
     for name in ("fig_learning_screen", "fig_learning_screen_curves"):
+        assert (fig_dir / f"{name}.png").is_file() and "SMOKE RUN" in (fig_dir / f"{name}.md").read_text()
+
+
+def test_the_decline_notebook_reads_nothing_before_its_study_is_finished(tmp_path):
+    """Notebook 12 on a bundle that holds only some of the study's runs (here none): one note saying how many are in,
+    every output a placeholder carrying it, no table computed (docs/preregistrations.md §7.19)."""
+    from ragen2.repro import decline_study as ds
+
+    fig_dir = tmp_path / "figures"
+    (tmp_path / "runs").mkdir()
+    _execute(REPO / "notebooks" / "12_decline.ipynb", tmp_path / "12.ipynb", REPO,
+             {"runs_root": str(tmp_path / "runs"), "fig_dir": str(fig_dir)})
+    executed = nbformat.read(tmp_path / "12.ipynb", as_version=4)
+    shown = [o for c in executed.cells if c.cell_type == "code" for o in c.outputs]
+    assert len(shown) == 1 and "0 of its 64 runs" in shown[0]["data"]["text/markdown"]
+    assert "GRPO 0/32, PPO 0/32" in shown[0]["data"]["text/markdown"]
+    for name in ds.PIPELINE.outputs:
+        suffix = ".png" if name.startswith("fig_") else ".csv"
+        assert (fig_dir / f"{name}{suffix}").is_file()
+        assert "not finished" in (fig_dir / f"{name}.md").read_text()
+
+
+@pytest.mark.slow
+def test_decline_notebook_runs_on_smoke_runs(tmp_path):
+    """Notebook 12 as its pipeline runs it, on the smoke profile's four runs bundled one by one: its tables hold every
+    run, contrast and claim, its figures are written."""
+    import pandas as pd
+
+    from ragen2.repro import bundle
+    from ragen2.repro import decline_study as ds
+
+    profile = ds.build(smoke=True)
+    runs_root, cache, packed = tmp_path / "runs", tmp_path / "cache", tmp_path / "bundle"
+    _train_runs(profile, runs_root, cache)
+    for rid in profile.runs:
+        assert bundle.main(["--run", str(runs_root / rid), "--out-dir", str(packed)]) == 0
+    assert ds.unfinished_note(packed / "runs", smoke=True) is None
+    fig_dir = tmp_path / "figures"
+    _execute(REPO / "notebooks" / "12_decline.ipynb", tmp_path / "12.ipynb", REPO,
+             {**profile.notebooks["decline"], "runs_root": str(packed / "runs"), "fig_dir": str(fig_dir)})
+    assert sorted(pd.read_csv(fig_dir / "table_decline_runs.csv")["run_id"]) == sorted(profile.runs)
+    claims = pd.read_csv(fig_dir / "table_decline_claims.csv")
+    assert set(claims["claim"]) == {"C1", "C4", "C6", "C7"}
+    assert set(pd.read_csv(fig_dir / "table_decline_contrasts.csv")["value"]) <= {"final", "peak", "drop"}
+    for name in ("fig_decline_paths", "fig_decline_drops"):
         assert (fig_dir / f"{name}.png").is_file() and "SMOKE RUN" in (fig_dir / f"{name}.md").read_text()
