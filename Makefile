@@ -63,7 +63,8 @@ test-slow: setup
 # checks that its figures and ipywidgets sliders render and no output shows an error. Installs Debian's chromium and
 # chromium-driver when missing (root + apt) and the `browser` extra, then runs tests/test_browser.py on a tiny
 # widget notebook and on BROWSER_NOTEBOOK (default: notebooks 01 and 07, in a scratch copy of a clone without runs:
-# they read the results bundle), checking that every cell runs and every figure renders.
+# they read the results bundle), checking that every cell runs and every figure renders; and opens `dvc plots show`'s
+# page with the network cut off, checking that every plot is drawn.
 BROWSER_NOTEBOOK ?=
 test-browser: setup
 	@command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 || \

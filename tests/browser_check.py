@@ -218,8 +218,15 @@ class JupyterLab:
         return bool(kernels) and all(k.get("execution_state") == "idle" for k in kernels)
 
 
-def make_driver(user_data_dir: Path):
-    """Headless Chromium through Debian's chromedriver (no driver download, a fresh profile)."""
+OFFLINE_FLAGS = ("--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=http://127.0.0.1:9",
+                 "--proxy-bypass-list=<-loopback>")
+"""Chromium flags that cut it off the network: no host name resolves and every request goes to a closed local port
+(a page that needs the network shows it as failed loads)."""
+
+
+def make_driver(user_data_dir: Path, extra_flags: tuple[str, ...] = ()):
+    """Headless Chromium through Debian's chromedriver (no driver download, a fresh profile); ``extra_flags`` are
+    added to :data:`CHROMIUM_FLAGS` (:data:`OFFLINE_FLAGS`, say)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -228,7 +235,7 @@ def make_driver(user_data_dir: Path):
             raise CheckError(f"{binary} is missing: apt-get install -y chromium chromium-driver")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={user_data_dir}"):
+    for flag in (*CHROMIUM_FLAGS, *extra_flags, f"--user-data-dir={user_data_dir}"):
         options.add_argument(flag)
     return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
 

@@ -1,5 +1,6 @@
 """A real browser on JupyterLab (``tests/browser_check.py``): a fresh clone's notebooks run, their figures and sliders
-render, and no output shows an error.
+render, and no output shows an error; and on ``dvc plots show``'s page, opened with the network cut off: every plot
+is drawn.
 
 Slow, and skipped without selenium (the ``browser`` extra) or Debian's chromium and chromedriver;
 ``make test-browser`` installs them and runs this file. The notebooks under test are 01 and 07 (or
@@ -97,3 +98,44 @@ def test_a_fresh_clones_notebook_runs_and_shows_its_figures(tool, fresh_clone, t
     report = tool.check(fresh_clone / "notebooks" / target.name, root=fresh_clone, screenshot=tmp_path / "page.png")
     assert report.ok, report.failures()
     assert report.expected_images >= 2 and report.images >= report.expected_images
+
+
+def test_the_dvc_plots_page_draws_every_image_in_chromium_cut_off_the_network(tool, tmp_path):
+    """`dvc plots show`'s page as a reader opens it, offline: every plot (the three training curves and each
+    committed figure) is decoded by the browser, and the page asked for nothing that is not a local file."""
+    from tests.repro.dvcyaml import resolved
+    from tests.repro.test_plot_data import plots_page
+
+    (tmp_path / "clone").mkdir()
+    index = plots_page(tmp_path / "clone")
+    driver = tool.make_driver(tmp_path / "profile", tool.OFFLINE_FLAGS)
+    try:
+        driver.get(index.as_uri())
+        tool._wait("the page's images", lambda: driver.execute_script(
+            "return Array.from(document.images).every(i => i.complete)"), 60)
+        images = driver.execute_script(
+            "return Array.from(document.images).map(i => [i.getAttribute('src'), i.naturalWidth])")
+        fetched = driver.execute_script(
+            "return performance.getEntriesByType('resource').map(e => e.name)")
+    finally:
+        driver.quit()
+    plots = [p for p in resolved()["plots"] if isinstance(p, str)]
+    assert len(images) == len(plots) and len(plots) > 3
+    assert all(width > 0 for _, width in images), [src for src, width in images if not width]  # decoded
+    assert all(any(name in src for src, _ in images) for name in ("validation_success", "mi_proxy", "kept_ratio"))
+    assert all(url.startswith("file:") for url in fetched), [u for u in fetched if not u.startswith("file:")]
+
+
+def test_a_page_that_needs_the_network_fails_the_offline_check(tool, tmp_path):
+    """The negative control: with the same flags an image from the network is not drawn (as the vega scripts from a
+    CDN were not, before the page held images only)."""
+    page = tmp_path / "index.html"
+    page.write_text('<html><body><img src="https://cdn.jsdelivr.net/npm/vega@5/logo.png"></body></html>')
+    driver = tool.make_driver(tmp_path / "profile", tool.OFFLINE_FLAGS)
+    try:
+        driver.get(page.as_uri())
+        tool._wait("the image to settle", lambda: driver.execute_script("return document.images[0].complete"), 60)
+        width = driver.execute_script("return document.images[0].naturalWidth")
+    finally:
+        driver.quit()
+    assert width == 0

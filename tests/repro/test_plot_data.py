@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from ragen2.repro import plot_data
@@ -45,31 +47,40 @@ def test_a_source_without_condition_is_refused(tmp_path, capsys):
     assert "is not CONDITION=DIR" in capsys.readouterr().err
 
 
-def test_dvc_plots_show_draws_every_plot_in_a_clone_without_runs(tmp_path):
-    """dvc.yaml, params.yaml, .dvc/ and paper_figures/ (what a clone has; no data/runs): every plot loads, the curves
-    and each figure as an image, without a failure note, and the page needs no network."""
+def plots_page(root: Path) -> Path:
+    """``dvc plots show``'s page, made in ``root`` from what a clone has (dvc.yaml, params.yaml, .dvc/config and
+    paper_figures/; no data/runs); its index.html (the command must succeed without a failure note)."""
     import shutil
     import subprocess
     import sys
 
-    from tests.repro.dvcyaml import REPO, resolved
+    from tests.repro.dvcyaml import REPO
 
     for name in ("dvc.yaml", "params.yaml"):
-        shutil.copy(REPO / name, tmp_path / name)
-    shutil.copytree(REPO / "paper_figures", tmp_path / "paper_figures")
-    (tmp_path / ".dvc").mkdir()
-    shutil.copy(REPO / ".dvc" / "config", tmp_path / ".dvc" / "config")
-    proc = subprocess.run([sys.executable, "-m", "dvc", "plots", "show", "-o", "out"], cwd=tmp_path,
+        shutil.copy(REPO / name, root / name)
+    shutil.copytree(REPO / "paper_figures", root / "paper_figures")
+    (root / ".dvc").mkdir()
+    shutil.copy(REPO / ".dvc" / "config", root / ".dvc" / "config")
+    proc = subprocess.run([sys.executable, "-m", "dvc", "plots", "show", "-o", "out"], cwd=root,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and "failed to load" not in proc.stdout + proc.stderr, proc.stderr[-2000:]
-    page = (tmp_path / "out" / "index.html").read_text()
+    return root / "out" / "index.html"
+
+
+def test_dvc_plots_show_draws_every_plot_in_a_clone_without_runs(tmp_path):
+    """Every plot loads in a clone without runs, the curves and each figure as an image, without a failure note, and
+    the page needs no network (tests/test_browser.py opens it in Chromium cut off the network)."""
+    import re
+
+    from tests.repro.dvcyaml import resolved
+
+    index = plots_page(tmp_path)
+    page = index.read_text()
     images = [p for p in resolved()["plots"] if isinstance(p, str)]
     assert page.count("<img") == len(images) and len(list((tmp_path / "out" / "static").glob("*.png"))) == len(images)
     for name in ("validation_success", "mi_proxy", "kept_ratio"):
         assert name in page
     # offline: the page loads no script, and every image it shows is a local file that exists
-    import re
-
     assert "<script" not in page
     sources = re.findall(r'<img[^>]*src="([^"]+)"', page)
     assert len(sources) == len(images) and all((tmp_path / "out" / src).is_file() for src in sources), sources
