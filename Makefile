@@ -201,8 +201,12 @@ dry-run-paper: setup
 lint: setup
 	$(VENV)/bin/ruff check ragen2 tests
 
+# The bench (ragen2/bench): every figure side by side in one process, kept as a dated record in data/bench/ (commit,
+# CPU, kernels, threads, load before and after); docs/performance.md's tables are made from the records. Run it on an
+# idle machine, then commit the record with the regenerated page.
 bench: setup
-	$(PY) -m ragen2.bench
+	$(PY) -m ragen2.bench --record data/bench
+	$(PY) -m ragen2.bench.records --write docs/performance.md
 
 # Re-resolve every package from pyproject.toml's ranges in a scratch venv and write the lock file. Commit it
 # together with results made in that environment (a new lock changes floating-point results).

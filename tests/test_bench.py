@@ -141,8 +141,11 @@ def keep_threads():
 def test_cli_prints_one_json_object_last(tmp_path, capsys, keep_threads, ctx, cache_dir):
     out_file = tmp_path / "report.json"
     assert main(["--quick", "--json", "--only", "scoring_speedup_vs_naive", "--cache-dir", str(cache_dir),
-                 "--out", str(out_file)]) == 0
+                 "--out", str(out_file), "--record", str(tmp_path / "records")]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
+    (record_file,) = (tmp_path / "records").glob("*_quick.json")  # the run kept as a dated record
+    record = json.loads(record_file.read_text())
+    assert record["mode"] == "quick" and record["threads"] == 1 and record["report"]["mode"] == "quick"
     report = json.loads(last)
     check_report(report, ["scoring_speedup_vs_naive"])
     assert report["mode"] == "quick" and report["machine"]["torch_threads"] == 1
@@ -202,3 +205,26 @@ def test_quick_json_run_has_every_key(tmp_path):
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     check_report(report, BENCHMARKS)
     assert set(report["details"]) == set(BENCHMARKS)
+
+
+def test_the_pins_price_is_the_pinned_step_over_the_native_one(tmp_path, monkeypatch, cache_dir):
+    """pinned_step_over_native trains the same run under both kernel settings (fresh processes, interleaved) and
+    reports pinned over native per repetition, with each side's phases."""
+    import ragen2.bench.ab as ab
+    import ragen2.bench.cases as cases
+
+    seen = {}
+
+    def fake_compare(old, new, run_id, steps, reps, cache, envs, cwd, log):
+        import yaml
+
+        seen.update(params=yaml.safe_load((cwd / "params.yaml").read_text()), run_id=run_id, envs=envs, steps=steps)
+        phases = {k: 0.1 for k in ab.PHASES}
+        return {"runs": {"old": [{"per_step": 1.0}, {"per_step": 2.0}], "new": [{"per_step": 1.5}, {"per_step": 2.0}]},
+                "summary": {"old": phases, "new": {**phases, "update": 0.3}}}
+
+    monkeypatch.setattr(ab, "compare", fake_compare)
+    summary = cases.bench_pin_price(cases.QUICK, Path("params.yaml"), cache_dir, log=lambda line: None).summary()
+    assert summary["ratios"] == [1.5, 1.0] and summary["median"] == 1.25
+    assert summary["phases_pinned_s"]["update"] == 0.3 and summary["steps"] == cases.QUICK.pin_steps
+    assert seen["run_id"] in seen["params"]["runs"] and seen["envs"] == (ab.KERNEL_ENVS["native"], ab.KERNEL_ENVS["pinned"])

@@ -1,6 +1,8 @@
 """Speed benchmarks of ragen2, each a ratio against a baseline timed in the same process.
 
-``python -m ragen2.bench [--quick] [--json] [--threads N] [--only NAME ...] [--cache-dir DIR] [--out FILE]``
+``python -m ragen2.bench [--quick] [--json] [--threads N] [--only NAME ...] [--cache-dir DIR] [--out FILE]
+[--record DIR]``; ``--record`` keeps the run as a dated record (:mod:`ragen2.bench.records`, which makes
+docs/performance.md's tables from them).
 
 ``python -m ragen2.bench --gpu [...]`` runs the prepared GPU check instead (:mod:`ragen2.bench.gpu_check`:
 PPO and GRPO steps of random-initialised Qwen2.5-3B and 0.5B models at the paper's shape; peak memory, seconds
@@ -30,7 +32,10 @@ repetitions alternate so that machine noise hits both):
   that algorithm (``details`` name the run and the override), its warm start built if missing; MI diagnostics, gradient
   analysis, validation, logging and checkpoints at their frequencies) over the step's compute floor, one
   forward+backward per trained model over the distinct tokens plus one cached forward per generated position
-  (:mod:`ragen2.bench.floor`).
+  (:mod:`ragen2.bench.floor`);
+- ``pinned_step_over_native``: seconds per step of the GRPO run above (20 steps, each run in a fresh process)
+  under the pinned kernels (the same bits on Intel and AMD, :mod:`ragen2.kernels`) over the same under
+  ``RAGEN2_KERNELS=native``, interleaved (:mod:`ragen2.bench.ab`); ``details`` hold each side's phases.
 
 With ``--json`` the last line of output is one JSON object: every figure under its name, and
 ``details`` (per figure: ``median``, ``min``, ``max``, ``baseline_s``, ``candidate_s``, the runs and

@@ -25,6 +25,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--cache-dir", type=Path, default=Path("data/cache/bench"),
                    help="where the tiny policy is built and cached")
     p.add_argument("--out", type=Path, default=None, help="also write the JSON report to this file")
+    p.add_argument("--record", type=Path, default=None, metavar="DIR",
+                   help="also keep the run as a dated record in DIR (ragen2.bench.records; make bench: data/bench)")
     p.add_argument("--params", type=Path, default=Path("params.yaml"),
                    help="the CPU profile's params file, whose main runs step_over_floor_* train (full sizes)")
     return p.parse_args(argv)
@@ -71,6 +73,11 @@ def main(argv: list[str] | None = None) -> int:
                             on_figure=write)
     report["mode"] = mode
     write(report)
+    if args.record is not None:
+        from ragen2.bench.records import make_record, write_record
+
+        path = write_record(make_record(report, mode=mode, threads=args.threads), args.record)
+        print(f"recorded {path}", file=sys.stderr if args.json else sys.stdout, flush=True)
     if args.json:
         print(json.dumps(json_ready(report), sort_keys=False, allow_nan=False), flush=True)
     else:

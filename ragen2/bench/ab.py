@@ -62,37 +62,39 @@ KERNEL_ENVS = {"native": {"RAGEN2_KERNELS": "native", **{k: None for k in PINNED
 
 
 def run_tree(tree: Path, run_id: str, steps: int, out: Path, cache: Path, build_only: bool = False,
-             env: dict[str, str | None] | None = None) -> dict:
-    """One training process in ``tree`` (``env``: variables set, or removed where None); its JSON report."""
+             env: dict[str, str | None] | None = None, cwd: Path | None = None) -> dict:
+    """One training process of ``tree``'s package (``env``: variables set, or removed where None), in ``cwd``
+    (default: ``tree``), whose ``params.yaml`` declares ``run_id``; its JSON report."""
     changes = env or {}
     env = {k: v for k, v in os.environ.items() if k not in changes}
     env.update({k: v for k, v in changes.items() if v is not None})
     env.update(PYTHONPATH=str(tree), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
                OMP_NUM_THREADS="1")
     proc = subprocess.run([sys.executable, "-c", CHILD, run_id, str(steps), str(out), str(cache),
-                           "1" if build_only else "0"], cwd=tree, env=env, capture_output=True, text=True)
+                           "1" if build_only else "0"], cwd=cwd or tree, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"{tree}: training failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def compare(old: Path, new: Path, run_id: str, steps: int, reps: int, cache: Path,
-            envs: tuple[dict | None, dict | None] = (None, None)) -> dict:
-    """Interleaved repetitions of both trees (``envs``: each side's environment changes, see :func:`run_tree`);
-    per-tree medians and the old/new speedup."""
+            envs: tuple[dict | None, dict | None] = (None, None), cwd: Path | None = None,
+            log=lambda line: print(line, file=sys.stderr, flush=True)) -> dict:
+    """Interleaved repetitions of both trees (``envs``: each side's environment changes, ``cwd``: where both run,
+    see :func:`run_tree`); per-tree medians and the old/new speedup."""
     results: dict[str, list[dict]] = {"old": [], "new": []}
     env_of = {"old": envs[0], "new": envs[1]}
     with tempfile.TemporaryDirectory() as tmp:
         for name, tree in (("old", old), ("new", new)):  # the shared warm start, built before any timing if missing
-            run_tree(tree, run_id, steps, Path(tmp) / "build", cache, build_only=True, env=env_of[name])
+            run_tree(tree, run_id, steps, Path(tmp) / "build", cache, build_only=True, env=env_of[name], cwd=cwd)
         for rep in range(reps):
             order = (("old", old), ("new", new)) if rep % 2 == 0 else (("new", new), ("old", old))
             for name, tree in order:
                 load = os.getloadavg()[0]
-                r = run_tree(tree, run_id, steps, Path(tmp) / f"{name}{rep}", cache, env=env_of[name])
+                r = run_tree(tree, run_id, steps, Path(tmp) / f"{name}{rep}", cache, env=env_of[name], cwd=cwd)
                 r["load"] = load
                 results[name].append(r)
-                print(f"rep {rep} {name}: {r['per_step']:.3f} s/step (load {load:.2f})", file=sys.stderr, flush=True)
+                log(f"rep {rep} {name}: {r['per_step']:.3f} s/step (load {load:.2f})")
     ratios = [o["per_step"] / n["per_step"] for o, n in zip(results["old"], results["new"])]
     summary = {name: {"per_step_median": statistics.median(r["per_step"] for r in rs),
                       "per_step_min": min(r["per_step"] for r in rs), "per_step_max": max(r["per_step"] for r in rs),

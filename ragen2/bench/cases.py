@@ -72,13 +72,18 @@ class BenchSizes:
     """Whole runs per ``step_over_floor_*`` figure (each next to a floor)."""
     floor_repeats: int = 5
     """Floor timings per repetition (their median is the repetition's floor)."""
+    pin_steps: int = 20
+    """Steps of each run ``pinned_step_over_native`` trains (each in a fresh process, step-0 validation included)."""
+    pin_reps: int = 3
+    """Runs per kernel setting of ``pinned_step_over_native``, the order alternating."""
 
 
 QUICK = BenchSizes(
     rollout=Shape(2, 4, 2, 16), mi=Shape(2, 2, 2, 16),
     mi_num_samples=4, update=Shape(2, 2, 2, 16), scoring_prompts=2, scoring_reasonings=8,
     scoring_reasoning_tokens=16, reps=3, warmup=1, step_reps=3, step_warmup=1, mi_reps=3, mi_warmup=1,
-    update_variants=False, prefix=Shape(2, 4, 1, 16), profile_from_params=False, floor_reps=2, floor_repeats=2)
+    update_variants=False, prefix=Shape(2, 4, 1, 16), profile_from_params=False, floor_reps=2, floor_repeats=2,
+    pin_steps=2, pin_reps=1)
 """About a minute in all on the shared 2-core machine; sizes far below the paper's."""
 
 FULL = BenchSizes(
@@ -416,6 +421,41 @@ def bench_floor(ctx: BenchContext, algo: str, sizes: BenchSizes, params: Path, c
     return comparison
 
 
+def bench_pin_price(sizes: BenchSizes, params: Path, cache_dir: Path, log: Callable[[str], None]) -> Comparison:
+    """The pinned kernels' price: the GRPO main run's step (:func:`profile_run_config`) trained in fresh processes
+    under ``RAGEN2_KERNELS=native`` (the baseline) and under the pin (the candidate), interleaved
+    (:func:`ragen2.bench.ab.compare`, the whole step as the pipeline pays it); the ratio is pinned over native. Its
+    details give each side's phases (rollout, update, diagnostics, gradient analysis, validation), where the
+    difference goes."""
+    import tempfile
+
+    import yaml
+
+    import ragen2
+    from ragen2.bench.ab import KERNEL_ENVS, compare
+    from ragen2.config import to_dict
+
+    cfg = profile_run_config("grpo", sizes, params)
+    run_id = "frozenlake__grpo__none__bench__s0"
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "params.yaml").write_text(yaml.safe_dump({"base": to_dict(cfg), "runs": {run_id: {}}}))
+        result = compare(Path(ragen2.__file__).resolve().parents[1], Path(ragen2.__file__).resolve().parents[1],
+                         run_id, sizes.pin_steps, sizes.pin_reps, cache_dir.resolve(),
+                         envs=(KERNEL_ENVS["native"], KERNEL_ENVS["pinned"]), cwd=Path(tmp), log=log)
+    comparison = Comparison("time_fraction")
+    for native, pinned in zip(result["runs"]["old"], result["runs"]["new"]):
+        comparison.add(Sample(native["per_step"]), Sample(pinned["per_step"]))
+    comparison.extra.update(steps=sizes.pin_steps, phases_native_s=_phases(result["summary"]["old"]),
+                            phases_pinned_s=_phases(result["summary"]["new"]))
+    return comparison
+
+
+def _phases(summary: dict[str, Any]) -> dict[str, float]:
+    from ragen2.bench.ab import PHASES
+
+    return {phase: summary[phase] for phase in PHASES}
+
+
 # ---------------------------------------------------------------------------------------------
 # All of them
 # ---------------------------------------------------------------------------------------------
@@ -457,6 +497,7 @@ def run_benchmarks(sizes: BenchSizes, cache_dir: Path, *, only: tuple[str, ...] 
                                                                            warmup=s.step_warmup),
         "step_over_floor_grpo": lambda: bench_floor(ctx, "grpo", s, params, cache_dir),
         "step_over_floor_ppo": lambda: bench_floor(ctx, "ppo", s, params, cache_dir),
+        "pinned_step_over_native": lambda: bench_pin_price(s, params, cache_dir, log),
     }
     for name in BENCHMARKS:
         if name not in only:
