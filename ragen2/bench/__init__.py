@@ -35,7 +35,10 @@ repetitions alternate so that machine noise hits both):
   (:mod:`ragen2.bench.floor`);
 - ``pinned_step_over_native``: seconds per step of the GRPO run above (20 steps, each run in a fresh process)
   under the pinned kernels (the same bits on Intel and AMD, :mod:`ragen2.kernels`) over the same under
-  ``RAGEN2_KERNELS=native``, interleaved (:mod:`ragen2.bench.ab`); ``details`` hold each side's phases.
+  ``RAGEN2_KERNELS=native``, interleaved (:mod:`ragen2.bench.ab`); ``details`` hold each side's phases;
+- ``multiturn_step_over_single``: seconds per step of that run as PPO on the paper's multi-turn FrozenLake (5 turns of
+  up to 2 actions, its own warm start) over the same on one turn of up to 10, measurements off
+  (:mod:`ragen2.bench.multiturn`).
 
 With ``--json`` the last line of output is one JSON object: every figure under its name, and
 ``details`` (per figure: ``median``, ``min``, ``max``, ``baseline_s``, ``candidate_s``, the runs and

@@ -76,6 +76,9 @@ class BenchSizes:
     """Steps of each run ``pinned_step_over_native`` trains (each in a fresh process, step-0 validation included)."""
     pin_reps: int = 3
     """Runs per kernel setting of ``pinned_step_over_native``, the order alternating."""
+    multiturn_steps: int = 4
+    """Steps of each run ``multiturn_step_over_single`` trains."""
+    multiturn_reps: int = 2
 
 
 QUICK = BenchSizes(
@@ -83,7 +86,7 @@ QUICK = BenchSizes(
     mi_num_samples=4, update=Shape(2, 2, 2, 16), scoring_prompts=2, scoring_reasonings=8,
     scoring_reasoning_tokens=16, reps=3, warmup=1, step_reps=3, step_warmup=1, mi_reps=3, mi_warmup=1,
     update_variants=False, prefix=Shape(2, 4, 1, 16), profile_from_params=False, floor_reps=2, floor_repeats=2,
-    pin_steps=2, pin_reps=1)
+    pin_steps=2, pin_reps=1, multiturn_steps=2, multiturn_reps=1)
 """About a minute in all on the shared 2-core machine; sizes far below the paper's."""
 
 FULL = BenchSizes(
@@ -450,6 +453,15 @@ def bench_pin_price(sizes: BenchSizes, params: Path, cache_dir: Path, log: Calla
     return comparison
 
 
+def bench_multiturn(sizes: BenchSizes, params: Path, cache_dir: Path) -> Comparison:
+    """A PPO step on the paper's multi-turn FrozenLake over the single-turn step of the same batch
+    (:mod:`ragen2.bench.multiturn`), from the CPU profile's main run (quick: the two-step default run)."""
+    from ragen2.bench.multiturn import bench_multiturn_step
+
+    return bench_multiturn_step(profile_run_config("ppo", sizes, params), cache_dir, steps=sizes.multiturn_steps,
+                                reps=sizes.multiturn_reps)
+
+
 def _phases(summary: dict[str, Any]) -> dict[str, float]:
     from ragen2.bench.ab import PHASES
 
@@ -498,6 +510,7 @@ def run_benchmarks(sizes: BenchSizes, cache_dir: Path, *, only: tuple[str, ...] 
         "step_over_floor_grpo": lambda: bench_floor(ctx, "grpo", s, params, cache_dir),
         "step_over_floor_ppo": lambda: bench_floor(ctx, "ppo", s, params, cache_dir),
         "pinned_step_over_native": lambda: bench_pin_price(s, params, cache_dir, log),
+        "multiturn_step_over_single": lambda: bench_multiturn(s, params, cache_dir),
     }
     for name in BENCHMARKS:
         if name not in only:
