@@ -117,13 +117,13 @@ define own_pipeline
 	dvc repro $(1)/dvc.yaml
 endef
 
-# The regime map (ragen2/repro/regime_map.py, docs/method.md §7.11): a screening study with its own pipeline,
+# The regime map (ragen2/repro/regime_map.py, docs/preregistrations.md §7.11): a screening study with its own pipeline,
 # regime_map/dvc.yaml (notebook 09_regime_map). Its measured time: README Status.
 regime-map: export PATH := $(abspath $(VENV))/bin:$(PATH)
 regime-map: setup
 	$(call own_pipeline,regime_map)
 
-# The paper's success curves on SearchQA and WebShop (ragen2/repro/multiturn_curves.py, docs/method.md §7.14): a
+# The paper's success curves on SearchQA and WebShop (ragen2/repro/multiturn_curves.py, docs/preregistrations.md §7.14): a
 # pipeline of its own, curves/dvc.yaml (notebook 10_multiturn_curves). Its measured time: README Status.
 curves: export PATH := $(abspath $(VENV))/bin:$(PATH)
 curves: setup

@@ -58,7 +58,7 @@ from ragen2.markdown import to_markdown as _table_markdown
 logger = logging.getLogger(__name__)
 
 DEFAULT_TOP_P_VALUES = (1.0, 0.98, 0.95, 0.9, 0.8, 0.6, 0.4)
-"""The top-p values of the paper's top-p sweep (docs/method.md §7.2)."""
+"""The top-p values of the paper's top-p sweep (docs/preregistrations.md §7.2)."""
 DEFAULT_TOP_K_VALUES = (0.25, 0.5)
 """Top-k fractions shown for comparison."""
 QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)

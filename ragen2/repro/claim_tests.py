@@ -36,7 +36,7 @@ before the CPU runs were looked at (so the bar cannot follow the data). A verdic
 effect was found either way: C3, top minus bottom RV quartile, 5 points of success and 0.05 nats of
 per-token MI; C5, the filter's gain at partial slip minus its gain at the extremes, 2 points (the paper's
 FrozenLake gains span 0.6-10.9); C6, Top-p minus none in final per-token MI, 0.1 nats (a third of the +0.34 of
-the preliminary CPU experiment, docs/method.md §7.0), and a rise of 0.5 zero-variance groups per batch (mean of the last 5 steps minus the first
+the preliminary CPU experiment, docs/preregistrations.md §7.0), and a rise of 0.5 zero-variance groups per batch (mean of the last 5 steps minus the first
 5); C7, a Spearman rho of -0.3 between the top-p value and final success, the bar of C7's context statistic
 and of its power statement only (C7 is decided by :func:`intervention_claim`'s paired test against C1's
 paper effect). Where the paper gives a number (C1: its mean FrozenLake gain over the algorithms run; C2:

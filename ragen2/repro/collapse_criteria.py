@@ -5,7 +5,7 @@ while it stays varied (the conditional entropy H(Z|X) does not fall), behind a p
 inputs. Two other ways for MI to fall must not count: *low-entropy collapse* (H(Z|X) falls with it) and an
 *entropy blow-up into noise* (H(Z|X) shoots up, the texts become random, nothing is shared across
 prompts). :func:`classify_run` applies the rules below to one run's logged steps; :data:`CRITERIA` holds
-every threshold, each chosen from what was known before the deciding runs (docs/method.md §7.0: one MI
+every threshold, each chosen from what was known before the deciding runs (docs/preregistrations.md §7.0: one MI
 reading moves by 0.1-0.2 nats within a run; the paper-like falls seen at CPU scale were 0.13-0.67 nats).
 
 A run is in **template collapse** when all of:

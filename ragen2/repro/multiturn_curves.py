@@ -1,6 +1,6 @@
 """The paper's success curves on its multi-turn environments, SearchQA and WebShop, at CPU scale.
 
-A pipeline of its own (``curves/dvc.yaml``, ``make curves``; docs/method.md §7.14) beside the paper's, because
+A pipeline of its own (``curves/dvc.yaml``, ``make curves``; docs/preregistrations.md §7.14) beside the paper's, because
 ``make repro`` has no minutes left for them: SearchQA (PPO) and WebShop (GRPO), each under no filter, Top-p 0.9 and
 Top-k 0.25, in multi-turn variants with one action per turn (the policy reads what its search or click returns).
 Notebook ``10_multiturn_curves`` draws the curves and tabulates the final success; no claim is tested on them.
@@ -66,7 +66,7 @@ CURVE_ENVS = (
              "a 10-product catalog, up to 6 turns (search, open, options, buy); 200 SFT steps of 16 (FrozenLake's "
              "600 of 32 take about 25 minutes); a GRPO step costs about 30 s, so 2 seeds"),
 )
-"""docs/method.md §7.14: the variants and why (chosen from warm-start probes and step costs, before any RL run)."""
+"""docs/preregistrations.md §7.14: the variants and why (chosen from warm-start probes and step costs, before any RL run)."""
 
 
 def build(smoke: bool = False) -> Profile:

@@ -1,7 +1,7 @@
 """Verdicts pooled over the two realizations: each claim's own test on both warm starts' units together.
 
 The realization check (:mod:`ragen2.repro.realization`) decides every claim once per warm start. Here every claim is
-decided once more on the units of both (docs/method.md §7.10): the same verdict function
+decided once more on the units of both (docs/preregistrations.md §7.10): the same verdict function
 (:mod:`ragen2.repro.verdicts`), the same studies, the same pairing, with the second realization's seeds relabelled
 ``seed + SEED_OFFSET`` (and its run ids with them) so that a pair never joins runs of two warm starts. Paired tests
 then average the within-warm-start differences over both warm starts (twice the pairs); correlations and trends run

@@ -75,10 +75,10 @@ ALGOS = ("ppo", "grpo", "dapo", "dr_grpo")
 SLIPS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 """Slip rates of the stochasticity sweep (C5); FrozenLake's ``success_rate`` is ``1 - slip``."""
 PAPER_MAIN_ENVS = ("sokoban", "frozenlake", "metamathqa", "countdown")
-"""The columns of the paper's main table (docs/method.md §7.1)."""
+"""The columns of the paper's main table (docs/preregistrations.md §7.1)."""
 PAPER_CURVE_ENVS = (("searchqa", "ppo"), ("webshop", "grpo"), ("deepcoder", "grpo"))
 """The paper's success-curve environments beyond the main table, with their algorithm: GRPO for WebShop and
-DeepCoder (docs/method.md §7.4); §7.4 names none for SearchQA, so it gets PPO, the main table's baseline."""
+DeepCoder (docs/preregistrations.md §7.4); §7.4 names none for SearchQA, so it gets PPO, the main table's baseline."""
 STUDIES = study_catalog.names()
 """Study tags in run ids (:data:`ragen2.repro.study_catalog.CATALOG`; ``slip``, ``ent``, ``kl`` carry their value:
 ``slip0p05``, ``ent0p01``)."""
@@ -224,7 +224,7 @@ def _cpu_base() -> dict[str, Any]:
         # a weak start with headroom: 300 SFT steps on 4000 episodes (the screen's: 23.6 % at T = 0.5 on 512 seeds)
         "warm_start": {"steps": 300, "lr": 3e-3, "batch_size": 32, "num_episodes": 4000,
                        "template_fraction": 0.3, "seed": 0},
-        # single turn with up to 10 moves (the preliminary experiment's shape, docs/method.md §7.0): 5 turns cost ~10x
+        # single turn with up to 10 moves (the preliminary experiment's shape, docs/preregistrations.md §7.0): 5 turns cost ~10x
         # the time on 2 cores (the screen's multi-turn cell); 8 prompts x 16 rollouts, the paper's batch
         "rollout": {"env_groups": 8, "group_size": 16, "max_turns": 1, "max_actions_per_turn": 10,
                     "max_actions_per_traj": 10, "max_new_tokens": 64, "max_context_tokens": 1024,
@@ -349,14 +349,14 @@ PAPER_ENV_SETTINGS: dict[str, dict[str, Any]] = {
     for env in ("searchqa", "webshop", "deepcoder")
 }
 """Per-environment overrides of the paper profile's runs: the reference trains SearchQA, WebShop and DeepCoder
-on 16 groups x 8 rollouts with linear top-p (docs/method.md §7.4)."""
+on 16 groups x 8 rollouts with linear top-p (docs/preregistrations.md §7.4)."""
 CPU_ENV_SETTINGS: dict[str, dict[str, Any]] = {
     "countdown": {"env": {"kwargs": {"min_numbers": 2, "max_numbers": 2}}},
     "metamathqa": {"env": {"kwargs": {"difficulty": 1, "max_attempts": 1}}},
     "deepcoder": {"env": {"kwargs": {"difficulty": 1}}},
 }
 """Per-environment overrides of the CPU and smoke profiles' runs: the single-turn variants a 0.4M-parameter policy
-can partly learn (docs/method.md §7.13): Countdown with two numbers (one operation; with the paper's 3-4 numbers
+can partly learn (docs/preregistrations.md §7.13): Countdown with two numbers (one operation; with the paper's 3-4 numbers
 600 SFT steps left greedy success 0 and no legal answer), MetaMathQA at difficulty 1 with one attempt (mixed
 difficulties: greedy success 0.03). Sokoban needs none (6 x 6, one box, one turn of up to 10 moves, as FrozenLake).
 DeepCoder, a success-curve environment, at difficulty 1 (one-line programs; single turn as the table's)."""
@@ -384,7 +384,7 @@ SIZES = {
                    testbed_envs=("countdown",), testbed_seeds=1, testbed_other_seeds=1,
                    testbed_curve_envs=(("deepcoder", "grpo"),), testbed_curve_seeds=1,
                    main_overrides=_smoke_main_overrides(), fixedmb_seeds=1),
-    # paper: the reference's grid, one seed per cell (docs/method.md §7.1-§7.4); the mechanism study is ours
+    # paper: the reference's grid, one seed per cell (docs/preregistrations.md §7.1-§7.4); the mechanism study is ours
     # (the paper has none): 4 paired seeds with the reasoning entropy bonus and 4 without, as its control
     "paper": Sizes(steps=400, main_envs=PAPER_MAIN_ENVS, main_algos=ALGOS, main_seeds=1, topk=True,
                    mech_steps=400, mech_seeds=4, control_seeds=4, aux_steps=400, aux_algo="ppo", mech_algo="grpo",
@@ -435,7 +435,7 @@ def _with_overrides_minimal(base: dict[str, Any], runs: dict[str, dict[str, Any]
 def in_realization_check(rid: str, sweeps: bool = True) -> bool:
     """Whether the realization check (:meth:`Profile.realization`) re-trains run ``rid``: every run but the
     testbed's on environments outside the paper's main table (its success-curve environments), which are drawn and
-    decide no claim (docs/method.md §7.13), and, unless ``sweeps``, the intervention sweeps' runs."""
+    decide no claim (docs/preregistrations.md §7.13), and, unless ``sweeps``, the intervention sweeps' runs."""
     parts = parse_run_id(rid)
     if not sweeps and parts["study"] in SWEEP_STUDIES:
         return False

@@ -1,7 +1,7 @@
 """The realization check: every claim decided twice, on two equivalent realizations of the same study.
 
 A verdict that rests on one warm start can flip when the warm start is rebuilt from another seed, although
-nothing the claim is about has changed (docs/method.md §7.10). So the pipeline trains every run a second
+nothing the claim is about has changed (docs/preregistrations.md §7.10). So the pipeline trains every run a second
 time from a second, independent warm start (the same SFT recipe with another ``warm_start.seed``: another
 expert corpus, another SFT order and initialisation of its sampling), runs the claim notebooks on those
 runs, and compares the two verdicts per claim:

@@ -1,6 +1,6 @@
 """The regime map: under which training conditions does template collapse emerge at CPU scale?
 
-A screening study with a pipeline of its own (``regime_map/dvc.yaml``, ``make regime-map``; docs/method.md §7.11).
+A screening study with a pipeline of its own (``regime_map/dvc.yaml``, ``make regime-map``; docs/preregistrations.md §7.11).
 Four factors the paper's mechanism points at, each at two levels (:data:`FACTORS`), in a half fraction of the
 2^4 design (:func:`design`: eight cells, the fourth factor's level the product of the other three's signs, so
 every main effect is free of two-factor interactions). Each cell is one seed of FrozenLake GRPO with no filter
@@ -47,7 +47,7 @@ HORIZONS = (100, 200)
 """Run lengths at which the map is read (the first from the same runs, cut)."""
 PIPELINE = OwnPipeline(
     "regime_map", "regime-map", "ragen2/repro/regime_map.py",
-    about="The regime map (ragen2/repro/regime_map.py, docs/method.md §7.11): a screening study of where template "
+    about="The regime map (ragen2/repro/regime_map.py, docs/preregistrations.md §7.11): a screening study of where template "
           "collapse emerges.",
     make_target="regime-map", notebook="09_regime_map", notebook_key="regime_map",
     notebook_code=("ragen2/repro", "ragen2/config.py", "ragen2/rundir.py", "ragen2/fileio.py", "ragen2/markdown.py",
@@ -327,7 +327,7 @@ def confirm_table(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
 
 
 def confirm_verdicts(table: pd.DataFrame) -> dict[str, Any]:
-    """C6 in the collapse regime, decided per seed set and then across both (docs/method.md §7.11).
+    """C6 in the collapse regime, decided per seed set and then across both (docs/preregistrations.md §7.11).
 
     Per seed set: the no-filter condition *collapses* when at least half its runs are in template collapse
     (:func:`ragen2.repro.collapse_criteria.condition_collapses`); the MI part is the paired test of final MI, Top-p

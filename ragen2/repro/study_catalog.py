@@ -67,7 +67,7 @@ class Sizes:
     sweep_seeds: int
     curve_envs: tuple[tuple[str, str], ...] = ()
     """``(env, algorithm)`` pairs added to the main study with no filter, Top-p and Top-k: the environments of
-    the paper's success curves that are not in its main table (docs/method.md §7.4)."""
+    the paper's success curves that are not in its main table (docs/preregistrations.md §7.4)."""
     mech_entropy: float = 0.02
     """The mechanism study's entropy bonus on the reasoning tokens."""
     mech_warm_start_steps: int = 0
@@ -75,7 +75,7 @@ class Sizes:
     mech_topk: bool = False
     """Add Top-k 0.25 runs to the mechanism study (the filter variants inside the collapse regime)."""
     testbed_envs: tuple[str, ...] = ()
-    """The main table's environments beyond ``main_envs``, trained in the ``testbed`` study (docs/method.md §7.13):
+    """The main table's environments beyond ``main_envs``, trained in the ``testbed`` study (docs/preregistrations.md §7.13):
     PPO under no filter, Top-p and Top-k with ``testbed_seeds`` seeds, the other ``main_algos`` under no filter and
     Top-p with ``testbed_other_seeds``; the ``main_envs`` get their PPO Top-k runs there too (unless ``topk`` puts
     them in ``main``). No MI diagnostics or gradient decomposition: the study feeds C1 and the curves only."""
@@ -83,7 +83,7 @@ class Sizes:
     testbed_other_seeds: int = 0
     testbed_curve_envs: tuple[tuple[str, str], ...] = ()
     """``(env, algorithm)`` pairs of the paper's success curves beyond its main table that the ``testbed`` study
-    trains under no filter, Top-p and Top-k with ``testbed_curve_seeds`` paired seeds (docs/method.md §7.13): they
+    trains under no filter, Top-p and Top-k with ``testbed_curve_seeds`` paired seeds (docs/preregistrations.md §7.13): they
     are drawn and decide no claim, so the realization check does not re-train them
     (:func:`ragen2.repro.profiles.in_realization_check`)."""
     testbed_curve_seeds: int = 0
@@ -215,7 +215,7 @@ def slip_runs(sizes: Sizes, add: AddRuns) -> None:
 
 def _sweep_reuses_main(sizes: Sizes) -> bool:
     """Whether the sweeps change one factor at a time around the main study's ``aux_algo`` cells (their base
-    points); otherwise each sweep holds the paper's other settings (docs/method.md §7.2)."""
+    points); otherwise each sweep holds the paper's other settings (docs/preregistrations.md §7.2)."""
     return sizes.reuse_main and sizes.sweep_env in sizes.main_envs and sizes.aux_algo in sizes.main_algos
 
 

@@ -66,7 +66,7 @@ C1_STUDIES = study_catalog.claim_studies("C1")
 """The studies C1 is decided on (notebook 03): the main comparison and the rest of the paper's testbed (the main
 table's other environments and Top-k; a profile that puts them all in ``main`` has no ``testbed`` runs)."""
 C1_ENVS = PAPER_MAIN_ENVS
-"""The environments C1 is decided over: the columns of the paper's main table (docs/method.md §7.13). Runs on
+"""The environments C1 is decided over: the columns of the paper's main table (docs/preregistrations.md §7.13). Runs on
 other environments (the success curves' SearchQA, WebShop, DeepCoder) are drawn, not tested."""
 C2_STUDIES = study_catalog.claim_studies("C2")
 """The studies whose runs C2 correlates (notebook 06): every run of the profile."""
@@ -184,7 +184,7 @@ def c1_scope(table: pd.DataFrame) -> str:
 def c1_filter_gain(runs: pd.DataFrame) -> Verdict:
     """C1: Top-p raises final validation success over no filter across the main table, with Top-p >= Top-k >= none.
 
-    The rule (docs/method.md §7.13, fixed before the testbed's runs were trained): over the runs on
+    The rule (docs/preregistrations.md §7.13, fixed before the testbed's runs were trained): over the runs on
     :data:`C1_ENVS`, a paired test of Top-p - none over every (env, algorithm, seed) pair against the paper's
     mean gain on the same cells (:func:`paper_filter_gain`); for the algorithms with Top-k runs (the paper's: PPO), the
     ordering too (docs/preregistrations.md §7.17): paired tests over their (env, algorithm, seed) pairs of Top-p - Top-k
@@ -301,7 +301,7 @@ def c5_stochasticity(runs: pd.DataFrame) -> Verdict:
 
 
 def collapse_regime_verdict(table: pd.DataFrame, what: str = "") -> dict:
-    """C6's rule on one set of paired runs in a collapse regime (docs/method.md §7.11).
+    """C6's rule on one set of paired runs in a collapse regime (docs/preregistrations.md §7.11).
 
     ``table`` is :func:`ragen2.repro.collapse_criteria.run_regimes` of the runs (conditions ``none`` and ``top_p``;
     others are ignored). The no-filter condition *collapses* when at least half its runs are in template collapse
