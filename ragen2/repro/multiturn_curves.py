@@ -24,8 +24,8 @@ STUDY = "curves"
 """The study tag of every run of this pipeline (``searchqa__ppo__none__curves__s0``)."""
 PIPELINE = OwnPipeline(
     "curves", "multi-turn curves", "ragen2/repro/multiturn_curves.py",
-    about="The paper's success curves on SearchQA and WebShop (ragen2/repro/multiturn_curves.py, docs/method.md "
-          "§7.14).",
+    about="The paper's success curves on SearchQA and WebShop (ragen2/repro/multiturn_curves.py, "
+          "docs/preregistrations.md §7.14).",
     make_target="curves", notebook="10_multiturn_curves", notebook_key="multiturn_curves",
     notebook_code=("ragen2/repro", "ragen2/config.py", "ragen2/rundir.py", "ragen2/fileio.py", "ragen2/markdown.py"),
     outputs=("table_multiturn_warm_starts", "table_multiturn_main", "table_multiturn_learning",
