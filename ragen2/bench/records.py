@@ -104,27 +104,29 @@ def _load(value: Sequence[float] | None) -> str:
 
 
 def tables(records: Sequence[dict[str, Any]]) -> str:
-    """The Markdown block: per mode (full, then quick), a table with a row per record and a column per figure that
-    any record of that mode has."""
+    """The Markdown block: per mode (full, then quick), a table of the runs (a number each, when, which commit, CPU,
+    kernels, threads and load) and a table with a row per figure, its target, and a column per run."""
     out = []
     for mode in MODES:
         rows = [r for r in records if r["mode"] == mode]
         if not rows:
             out.append(f"No {mode} bench run is recorded yet.")
             continue
-        names = [n for n in BENCHMARKS if any(n in r["report"] for r in rows)]
-        header = ["ended (UTC)", "commit", "CPU", "kernels", "threads", "load before / after", *[f"`{n}`" for n in names]]
-        lines = [f"**{mode.capitalize()} runs** (targets: " + ", ".join(
-            f"`{n}` {TARGETS[n][0]} {TARGETS[n][1]:g}" for n in names) + "):", "",
-            "| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
-        for r in rows:
+        runs = ["| run | ended (UTC) | commit | CPU | kernels | threads | load before / after |",
+                "| --- | --- | --- | --- | --- | --- | --- |"]
+        for i, r in enumerate(rows, 1):
             commit = f"{r['commit']}{' (changed)' if r.get('dirty') else ''}" if r.get("commit") else "?"
-            cells = [r["ended_utc"].replace("T", " ").rstrip("Z"), commit, r.get("cpu_model") or "?",
-                     r.get("kernels") or "?", str(r["threads"]),
-                     f"{_load(r.get('load_average_before'))} / {_load(r.get('load_average_after'))}",
-                     *[_cell(r["report"], n) for n in names]]
-            lines.append("| " + " | ".join(cells) + " |")
-        out.append("\n".join(lines))
+            runs.append(f"| {mode} {i} | {r['ended_utc'].replace('T', ' ').rstrip('Z')} | {commit} | "
+                        f"{r.get('cpu_model') or '?'} | {r.get('kernels') or '?'} | {r['threads']} | "
+                        f"{_load(r.get('load_average_before'))} / {_load(r.get('load_average_after'))} |")
+        names = [n for n in BENCHMARKS if any(n in r["report"] for r in rows)]
+        figures = ["| figure | target | " + " | ".join(f"{mode} {i}" for i in range(1, len(rows) + 1)) + " |",
+                   "| --- | --- | " + " | ".join("---" for _ in rows) + " |"]
+        for n in names:
+            op, value = TARGETS[n]
+            figures.append(f"| `{n}` | {op} {value:g} | " + " | ".join(_cell(r["report"], n) for r in rows) + " |")
+        out.append(f"**{mode.capitalize()} runs** (each cell: the median over repetitions, its range, and whether it "
+                   f"met the target):\n\n" + "\n".join(runs) + "\n\n" + "\n".join(figures))
     return "\n\n".join(out)
 
 
