@@ -139,9 +139,10 @@ screen: setup
 # decline, PPO and GRPO, 64 runs of 200 steps, about five hours on two cores; a pipeline of its own, decline/dvc.yaml
 # (notebook 12_decline). Trained in chunks of DECLINE_CHUNK runs in params order (GRPO first), each chunk's runs
 # recorded in decline/dvc.lock and bundled (data/bundle/decline/runs/, git-tracked) as the chunk ends, so an interrupted
-# make keeps every finished chunk; a run finished in the committed bundle is not trained again (a later checkout has
-# lost its run folder). Its notebook reads the bundle.
-DECLINE_CHUNK ?= 16
+# make keeps every finished chunk (4 runs: two rounds of the two workers, about 15 minutes, the most an interruption
+# loses); a run finished in the committed bundle is not trained again (a later checkout has lost its run folder). Its
+# notebook reads the bundle.
+DECLINE_CHUNK ?= 4
 decline: export PATH := $(abspath $(VENV))/bin:$(PATH)
 decline: setup
 	$(PY) -m ragen2.repro prune-lock --dvc-file decline/dvc.yaml

@@ -141,6 +141,17 @@ def contrasts_table(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(CONTRAST_COLUMNS))
 
 
+def snr_table(grad: pd.DataFrame) -> pd.DataFrame:
+    """The task-to-regulariser gradient ratio per reward-variance bucket at each reading (§7.19's secondary
+    measure): per algorithm, filter, step and bucket (the whole batch's ``all`` row aside), the runs read, the median
+    bucket RV and the median ratio ``snr`` (task-gradient norm over regulariser-gradient norm) over runs."""
+    part = grad[grad["bucket"].astype(str) != "all"]
+    table = (part.groupby(["algo", "condition", "step", "bucket"], sort=True)
+             .agg(runs=("run_id", "nunique"), rv_median=("rv_mean", "median"), snr_median=("snr", "median"))
+             .reset_index())
+    return table
+
+
 def _scope(warm: int | None) -> str:
     return "pooled" if warm is None else f"warm start {warm}"
 

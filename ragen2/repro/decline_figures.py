@@ -30,8 +30,10 @@ PATH_METRICS = {
     "val/success": "validation success\n(share of 512 boards)",
     "collapse_first_turn/mi_zscore": "MI-ZScore\n(input dependence)",
     "collapse_first_turn/conditional_entropy_est": "H(Z|X)\n(nats per token)",
+    "filter/zero_task_spread_count": "groups with no task spread\n(all fail or all win, of 8)",
 }
-"""The rows of :func:`fig_decline_paths`: success, the MI proxy and the within-input entropy the paper sets beside it."""
+"""The rows of :func:`fig_decline_paths`: success, the MI proxy, the within-input entropy the paper sets beside it,
+and the prompt groups whose rollouts all failed or all succeeded (no task signal; before the filter)."""
 
 
 def _setting(part: pd.DataFrame, algo: str) -> str:

@@ -32,8 +32,8 @@ PIPELINE = OwnPipeline(
     about="The decline study (ragen2/repro/decline_study.py, docs/preregistrations.md §7.19): the filter through "
           "the peak and the decline of no-filter RL, PPO and GRPO, 16 pairs each.",
     make_target="decline", notebook="12_decline", notebook_key="decline",
-    outputs=("table_decline_runs", "table_decline_contrasts", "table_decline_claims", "fig_decline_paths",
-             "fig_decline_drops"),
+    outputs=("table_decline_runs", "table_decline_contrasts", "table_decline_snr", "table_decline_claims",
+             "fig_decline_paths", "fig_decline_drops"),
     bundle_per_run=True)
 PARAMS, DVC_FILE, RUNS_ROOT, CACHE_DIR = PIPELINE.params_path, PIPELINE.dvc_file, PIPELINE.runs_root, PIPELINE.cache_dir
 BUNDLE_RUNS = f"{PIPELINE.bundle_dir}/runs"

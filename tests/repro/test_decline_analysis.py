@@ -85,3 +85,12 @@ def test_no_filter_declines_only_beyond_what_the_maximum_of_noisy_readings_gives
 ])
 def test_the_study_level_verdict_combines_the_algorithms_whose_preconditions_hold(verdicts, want):
     assert da.combine(verdicts) == want
+
+
+def test_the_snr_table_takes_the_median_ratio_per_bucket_over_runs():
+    grad = pd.DataFrame({
+        "run_id": ["a", "b", "c", "a", "b"], "algo": ["ppo"] * 5, "condition": ["none"] * 5, "step": [1] * 5,
+        "bucket": ["1", "1", "1", "all", "all"], "rv_mean": [0.0, 0.1, 0.2, 0.5, 0.5], "snr": [10.0, 30.0, 20.0, 99.0, 99.0]})
+    table = da.snr_table(grad)
+    assert table.to_dict("records") == [{"algo": "ppo", "condition": "none", "step": 1, "bucket": "1", "runs": 3,
+                                        "rv_median": 0.1, "snr_median": 20.0}]  # the batch's "all" row is left out

@@ -25,11 +25,11 @@ def _steps() -> pd.DataFrame:
 
 def test_paths_draw_a_row_per_metric_and_a_column_per_algorithm():
     fig = F.fig_decline_paths(_steps())
-    assert len(fig.axes) == 6
+    assert len(fig.axes) == 2 * len(F.PATH_METRICS)
     texts = reader_texts(fig)
     assert "FrozenLake, PPO\n(3 runs each)" in texts and "FrozenLake, GRPO\n(3 runs each)" in texts
     assert {"Top-p", "no filter", "band: ± 1 std over runs"} <= set(texts)
-    assert sum(bool(ax.get_ylabel()) for ax in fig.axes) == 3  # one y label per row, on its first panel
+    assert sum(bool(ax.get_ylabel()) for ax in fig.axes) == len(F.PATH_METRICS)  # one y label per row, first panel
     _close(fig)
 
 
