@@ -128,3 +128,30 @@ def test_run_stages_runs_only_the_stale_named_stages_and_records_them(tmp_path, 
     assert (tmp_path / "one.txt").read_text() == "1\n" and (tmp_path / "two.txt").read_text() == "2\n"
     assert main(["run-stages", "--dvc", dvc, "nope"]) == 2
     assert "'nope'" in capsys.readouterr().err
+
+
+def test_stale_runs_leave_out_the_runs_finished_in_a_bundle(tmp_path, capsys):
+    """A study trained in chunks over several sessions: a run whose bundle part holds its config and every step is
+    not stale for it, though its run folder (and so its DVC train stage) is gone in a later checkout."""
+    import json
+
+    from ragen2.config import to_dict
+    from ragen2.fileio import write_json_atomic
+    from ragen2.repro import decline_study as ds
+
+    profile = ds.build(smoke=True)
+    params = tmp_path / "params.yaml"
+    params.write_text(ds.params_yaml(profile))
+    first, *rest = list(profile.runs)
+    dvc = tmp_path / "dvc"  # a stand-in that reports every train stage stale, in reverse order
+    status = {f"train@{rid}": [] for rid in reversed(profile.runs)}
+    dvc.write_text(f"#!/bin/sh\necho '{json.dumps(status)}'\n")
+    dvc.chmod(0o755)
+    steps = profile.config(first).trainer.steps
+    write_json_atomic(tmp_path / "bundle" / first / "config.json", to_dict(profile.config(first)))
+    write_json_atomic(tmp_path / "bundle" / first / "summary.json", {"steps_completed": steps, "steps_planned": steps})
+    assert main(["stale-runs", "--params", str(params), "--dvc", str(dvc)]) == 0
+    assert capsys.readouterr().out.split() == list(profile.runs)  # params order
+    assert main(["stale-runs", "--params", str(params), "--dvc", str(dvc), "--skip-bundled",
+                 str(tmp_path / "bundle")]) == 0
+    assert capsys.readouterr().out.split() == rest
