@@ -20,14 +20,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ragen2.repro.decline_study import ALGOS, PAPER_GAIN, PEAK_GAIN_THRESHOLD, STUDY, TOP_P, WARM_STARTS
+from ragen2.repro.decline_study import ALGOS, PAPER_GAIN, PEAK_GAIN_THRESHOLD, STUDY, WARM_STARTS
 from ragen2.repro.stats import PairedResult, paired_test
 
 MAX_OF_EIGHT = 1.42
 """The expected maximum of 8 independent standard normal readings: a flat curve read 8 times with standard error s
 "peaks" about 1.42 s above its mean, so a drop below ``MAX_OF_EIGHT * s`` is what noise alone gives (§7.19)."""
-CONDITIONS = {"none": "none", TOP_P: "top_p"}
-"""Filter tag of the run id -> the runs table's ``condition``."""
 VALUES = ("final", "peak", "drop")
 """What :func:`contrast` compares: success at the end, at the peak, and the drop from the peak."""
 

@@ -51,7 +51,6 @@ FILTERS: dict[str, dict[str, Any]] = {
     "topp0p9": {"strategy": "top_p", "value": 0.9, "include_zero": False},
 }
 """No filter and Top-p 0.9 (linear, zero-variance groups dropped: the main pipeline's filter)."""
-TOP_P = "topp0p9"
 FIXED = {
     "trainer": {"steps": STEPS, "save_freq": 50, "keep_every": 50, "test_freq": 25},
     "collapse": {"enabled": True, "compute_freq": 25},
