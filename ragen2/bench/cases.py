@@ -440,10 +440,10 @@ def bench_pin_price(sizes: BenchSizes, params: Path, cache_dir: Path, log: Calla
 
     cfg = profile_run_config("grpo", sizes, params)
     run_id = "frozenlake__grpo__none__bench__s0"
+    tree = Path(ragen2.__file__).resolve().parents[1]  # this package's checkout, on both sides
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "params.yaml").write_text(yaml.safe_dump({"base": to_dict(cfg), "runs": {run_id: {}}}))
-        result = compare(Path(ragen2.__file__).resolve().parents[1], Path(ragen2.__file__).resolve().parents[1],
-                         run_id, sizes.pin_steps, sizes.pin_reps, cache_dir.resolve(),
+        result = compare(tree, tree, run_id, sizes.pin_steps, sizes.pin_reps, cache_dir.resolve(),
                          envs=(KERNEL_ENVS["native"], KERNEL_ENVS["pinned"]), cwd=Path(tmp), log=log)
     comparison = Comparison("time_fraction")
     for native, pinned in zip(result["runs"]["old"], result["runs"]["new"]):

@@ -3,23 +3,13 @@
 from __future__ import annotations
 
 from ragen2.bench.multiturn import MULTI_TURN, step_configs
-from ragen2.config import RunConfig, apply_overrides, to_dict
-
-
-def _flat(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for key, value in d.items():
-        if isinstance(value, dict) and key != "kwargs":
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
+from ragen2.config import RunConfig, apply_overrides, flatten, to_dict
 
 
 def test_the_multi_turn_run_is_the_single_turn_run_with_the_papers_turns():
     base = apply_overrides(RunConfig(), ["trainer.algo=ppo", "warm_start.steps=300"])
     single, multi = step_configs(base, 4)
-    diff = {k: v for k, v in _flat(to_dict(multi)).items() if _flat(to_dict(single))[k] != v}
+    diff = {k: v for k, v in flatten(to_dict(multi)).items() if flatten(to_dict(single))[k] != v}
     assert diff == {"rollout.max_turns": 5, "rollout.max_actions_per_turn": 2,
                     "warm_start.steps": MULTI_TURN["warm_start"]["steps"]}
     for cfg in (single, multi):  # training only: the studies' measurements are off, 4 steps, one checkpoint

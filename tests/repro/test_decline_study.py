@@ -5,22 +5,12 @@ from __future__ import annotations
 
 import yaml
 
-from ragen2.config import to_dict
+from ragen2.config import flatten, to_dict
 from ragen2.fileio import write_json_atomic
 from ragen2.repro import decline_study as ds
 from ragen2.repro.profiles import build as build_profile
 from ragen2.repro.run_ids import parse_run_id
 from tests.repro.dvcyaml import REPO
-
-
-def _flat(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for key, value in d.items():
-        if isinstance(value, dict) and key != "kwargs":
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
 
 
 def test_the_study_has_16_pairs_per_algorithm_over_two_warm_starts_in_training_order():
@@ -45,7 +35,7 @@ def test_each_run_is_the_main_pipelines_run_trained_for_200_steps():
         algo, warm, tag = ds.cell_of(rid)
         seed = parse_run_id(rid)["seed"]
         twin = f"frozenlake__grpo__{tag}__main__s{seed}"
-        got, want = _flat(to_dict(study.config(rid))), _flat(to_dict(main.config(twin)))
+        got, want = flatten(to_dict(study.config(rid))), flatten(to_dict(main.config(twin)))
         diff = {k: got[k] for k in got if got[k] != want[k]}
         expected = {"trainer.steps": ds.STEPS}
         if algo != "grpo":
